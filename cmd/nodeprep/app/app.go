@@ -1,0 +1,105 @@
+// Package app is nodeprep's command layer: cobra commands that parse flags,
+// call one domain function each, and print. It is the only package that
+// imports cobra, touches os.Stdout/os.Stderr/os.Args or maps errors to exit
+// codes.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// IOStreams are the standard streams a command uses; tests pass buffers.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// Exit codes (DESIGN.md, "Exit codes"; the 6x/7x values are sysexits.h's).
+const (
+	ExitOK          = 0
+	ExitCheckFailed = 1
+	ExitUsage       = 2
+	ExitMalformed   = 65
+	ExitUnavailable = 69
+	ExitCantWrite   = 73
+	ExitLocked      = 75
+)
+
+// Main runs nodeprep with the process's arguments and streams and returns
+// the exit code.
+func Main() int {
+	err := Run(os.Args[1:], IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	return report(os.Stderr, err)
+}
+
+// Run runs nodeprep with args (without the program name). The error, if
+// any, carries a fault kind that ExitCode maps to a number.
+func Run(args []string, streams IOStreams) error {
+	root, g := newRootCommand(streams)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err != nil && !g.started && !isMarked(err) {
+		// cobra failed before any command ran: an unknown command, flag or
+		// argument.
+		err = fault.Usage(err)
+	}
+	return err
+}
+
+// report prints err (if any) and returns its exit code.
+func report(w io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var silent *silentError
+	if !errors.As(err, &silent) {
+		fmt.Fprintf(w, "nodeprep: %v\n", err)
+	}
+	return ExitCode(err)
+}
+
+// ExitCode maps an error to nodeprep's exit code by its fault kind; an
+// unmarked error is a failed check (1).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, fault.ErrUsage):
+		return ExitUsage
+	case errors.Is(err, fault.ErrLocked):
+		return ExitLocked
+	case errors.Is(err, fault.ErrMalformed):
+		return ExitMalformed
+	case errors.Is(err, fault.ErrUnavailable):
+		return ExitUnavailable
+	case errors.Is(err, fault.ErrCantWrite):
+		return ExitCantWrite
+	}
+	return ExitCheckFailed
+}
+
+func isMarked(err error) bool {
+	var f *fault.Error
+	return errors.As(err, &f)
+}
+
+// silentError is an error whose message the command has already printed
+// (a check's findings): Main exits with its code and prints nothing more.
+type silentError struct{ err error }
+
+func (e *silentError) Error() string { return e.err.Error() }
+func (e *silentError) Unwrap() error { return e.err }
+
+// silent wraps err so that it is not printed again; nil stays nil.
+func silent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &silentError{err: err}
+}

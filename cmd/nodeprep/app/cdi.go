@@ -1,0 +1,3 @@
+package app
+import "github.com/spf13/cobra"
+func newCDICommand(g *globals) *cobra.Command { return &cobra.Command{Use: "cdi"} }

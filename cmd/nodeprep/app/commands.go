@@ -1,0 +1,9 @@
+package app
+
+import "github.com/spf13/cobra"
+
+// addCommands adds the capability commands to root. Each lives in its own
+// file with its options struct and constructor.
+func addCommands(root *cobra.Command, g *globals) {
+	root.AddCommand()
+}

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// globals are the global flags and what PersistentPreRunE makes of them;
+// every command constructor receives the same *globals.
+type globals struct {
+	streams    IOStreams
+	rootDir    string
+	configPath string
+	output     string
+	verbose    bool
+	quiet      bool
+
+	started bool            // a command's PersistentPreRunE ran
+	host    *hostfs.Root    // the host root (--root)
+	cfg     nodeprep.Config // defaults, then the config file
+	log     *slog.Logger    // to stderr, level from -v/-q
+}
+
+func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
+	g := &globals{streams: streams}
+	cmd := &cobra.Command{
+		Use:   "nodeprep",
+		Short: "Make a NixOS machine with NVIDIA GPUs a k3s GPU node that is safe to schedule on",
+		Long: `nodeprep inspects the GPUs through NVML, patches the CDI spec so containers get
+Vulkan and EGL, proves the adapters work, and writes the k3s join drop-in with
+the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return g.setup(cmd) },
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fault.Usage(err) })
+
+	f := cmd.PersistentFlags()
+	f.StringVar(&g.rootDir, "root", "/", "host root: every host path is read and written under this directory")
+	f.StringVar(&g.configPath, "config", "", "config file (default "+nodeprep.DefaultConfigPath+" under --root; a missing default file means defaults)")
+	f.StringVarP(&g.output, "output", "o", "text", "output format: text, json or yaml")
+	f.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail to stderr")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "log only errors to stderr")
+
+	cmd.AddCommand(
+		newVersionCommand(g),
+		newCDICommand(g),
+	)
+	addCommands(cmd, g)
+	return cmd, g
+}
+
+// setup resolves the global flags: logger, host root, config file.
+func (g *globals) setup(cmd *cobra.Command) error {
+	g.started = true
+	level := slog.LevelInfo
+	switch {
+	case g.verbose && g.quiet:
+		return fault.Usage(errors.New("--verbose and --quiet exclude each other"))
+	case g.verbose:
+		level = slog.LevelDebug
+	case g.quiet:
+		level = slog.LevelError
+	}
+	g.log = slog.New(slog.NewTextHandler(g.streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	switch g.output {
+	case "text", "json", "yaml":
+	default:
+		return fault.Usage(fmt.Errorf("--output %q: want text, json or yaml", g.output))
+	}
+	if cmd.Name() == "version" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+		return nil
+	}
+	host, err := hostfs.New(g.rootDir)
+	if err != nil {
+		return err
+	}
+	g.host = host
+	g.cfg = nodeprep.DefaultConfig(runtime.GOARCH)
+	var (
+		data []byte
+		name = g.configPath
+	)
+	if name == "" {
+		name = nodeprep.DefaultConfigPath
+		data, err = host.ReadFile(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return fault.Unavailable(fmt.Errorf("reading config %q: %w", name, err))
+	}
+	g.cfg, err = nodeprep.ParseConfig(name, data, g.cfg)
+	return err
+}
+
+// flagOr returns the flag's value when the flag was given on the command
+// line, else the config file's value: flags override the config file.
+func flagOr[T any](flags *pflag.FlagSet, name string, flagValue, configValue T) T {
+	if flags.Changed(name) {
+		return flagValue
+	}
+	return configValue
+}

@@ -1,0 +1,194 @@
+package nodeprep
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// DefaultConfigPath is the host path of the config file read when --config
+// is not given. A missing default file means defaults.
+const DefaultConfigPath = "/etc/nodeprep/config.yaml"
+
+// Config is the config file (/etc/nodeprep/config.yaml): YAML, unknown keys
+// rejected. Every field has a command-line flag that overrides it; the
+// README's "Config file" section lists both. The zero value of a field
+// means "use the default" (see DefaultConfig).
+type Config struct {
+	CDI      CDIConfig      `yaml:"cdi" json:"cdi"`
+	NVML     NVMLConfig     `yaml:"nvml" json:"nvml"`
+	Join     JoinConfig     `yaml:"join" json:"join"`
+	Selftest SelftestConfig `yaml:"selftest" json:"selftest"`
+	Up       UpConfig       `yaml:"up" json:"up"`
+	// Wait is how long to wait for another nodeprep's lock (0: fail at once).
+	Wait time.Duration `yaml:"wait" json:"wait"`
+}
+
+// CDIConfig is the `cdi:` section: which spec to patch and what to add.
+type CDIConfig struct {
+	// Spec is the host path of the generated CDI spec.
+	Spec string `yaml:"spec" json:"spec"`
+	// DriverRoot is the host directory holding the driver's graphics files
+	// (NixOS: /run/opengl-driver).
+	DriverRoot string `yaml:"driverRoot" json:"driverRoot"`
+	// GlvndDirs are the host directories searched for the glvnd dispatch
+	// libraries; empty means <driverRoot>/lib.
+	GlvndDirs []string `yaml:"glvndDirs" json:"glvndDirs"`
+	// DeviceNames are the device-name strategies the spec must serve for
+	// each GPU: "uuid" (GPU-<uuid>, what the k8s device plugin asks for)
+	// and/or "index".
+	DeviceNames []string `yaml:"deviceNames" json:"deviceNames"`
+	// ContainerPaths overrides where the graphics files appear in the
+	// container.
+	ContainerPaths ContainerPaths `yaml:"containerPaths" json:"containerPaths"`
+}
+
+// ContainerPaths are the container paths the graphics mounts go to. Empty
+// fields take the FHS defaults (see DefaultConfig).
+type ContainerPaths struct {
+	ICD                    string `yaml:"icd" json:"icd"`
+	ImplicitLayer          string `yaml:"implicitLayer" json:"implicitLayer"`
+	EGLVendor              string `yaml:"eglVendor" json:"eglVendor"`
+	EGLExternalPlatformDir string `yaml:"eglExternalPlatformDir" json:"eglExternalPlatformDir"`
+	LibDir                 string `yaml:"libDir" json:"libDir"`
+}
+
+// NVMLConfig is the `nvml:` section.
+type NVMLConfig struct {
+	// Library is the path of libnvidia-ml.so.1 to load; empty means the
+	// dynamic linker's search.
+	Library string `yaml:"library" json:"library"`
+}
+
+// JoinConfig is the `join:` section: the k3s agent drop-in.
+type JoinConfig struct {
+	// K3sConfig is the host path of k3s's config.yaml; drop-ins are read
+	// from <K3sConfig>.d/.
+	K3sConfig string `yaml:"k3sConfig" json:"k3sConfig"`
+	// DropIn is the file name nodeprep writes in <K3sConfig>.d/.
+	DropIn string `yaml:"dropIn" json:"dropIn"`
+	// Labels are extra node labels, "key=value".
+	Labels []string `yaml:"labels" json:"labels"`
+	// Taints are extra taints, "key[=value]:Effect".
+	Taints []string `yaml:"taints" json:"taints"`
+	// DefaultTaint adds nvidia.com/gpu=present:NoSchedule (nil: true).
+	DefaultTaint *bool `yaml:"defaultTaint" json:"defaultTaint"`
+	// GFDLabels adds GPU Feature Discovery's labels (nil: true).
+	GFDLabels *bool `yaml:"gfdLabels" json:"gfdLabels"`
+	// AllowOverride lets a later drop-in or k3s argument replace nodeprep's keys.
+	AllowOverride bool `yaml:"allowOverride" json:"allowOverride"`
+	// RequireUnregistered fails when the node has already registered.
+	RequireUnregistered bool `yaml:"requireUnregistered" json:"requireUnregistered"`
+	// K3sArgs are the k3s agent's command-line arguments ("--node-taint=...").
+	K3sArgs []string `yaml:"k3sArgs" json:"k3sArgs"`
+}
+
+// SelftestConfig is the `selftest:` section.
+type SelftestConfig struct {
+	// VulkanLoader is the Vulkan loader to dlopen (default libvulkan.so.1).
+	VulkanLoader string `yaml:"vulkanLoader" json:"vulkanLoader"`
+	// EGLLib is the EGL library to dlopen (default libEGL.so.1).
+	EGLLib string `yaml:"eglLib" json:"eglLib"`
+	// Timeout bounds the probe child process (default 30s).
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// RequireEGL makes an EGL failure fail the self-test (nil: true).
+	RequireEGL *bool `yaml:"requireEGL" json:"requireEGL"`
+	// AllowCPUAdapter lets a CPU adapter stand in for each simulated GPU
+	// (only with --simulate).
+	AllowCPUAdapter bool `yaml:"allowCPUAdapter" json:"allowCPUAdapter"`
+	// Container also runs the probe inside an OCI container built from the
+	// patched CDI spec.
+	Container bool `yaml:"container" json:"container"`
+	// OCIRuntime is the OCI runtime for the container self-test.
+	OCIRuntime string `yaml:"ociRuntime" json:"ociRuntime"`
+	// Rootfs is the root file system for the container self-test.
+	Rootfs string `yaml:"rootfs" json:"rootfs"`
+}
+
+// UpConfig is the `up:` section.
+type UpConfig struct {
+	// OnSelftestFailure is "block" (default) or "taint".
+	OnSelftestFailure string `yaml:"onSelftestFailure" json:"onSelftestFailure"`
+	// StatusFile is the host path of the status report.
+	StatusFile string `yaml:"statusFile" json:"statusFile"`
+	// MetricsFile is the path of the Prometheus textfile ("" = none).
+	MetricsFile string `yaml:"metricsFile" json:"metricsFile"`
+}
+
+// DefaultConfig returns the defaults of every field. arch is the host
+// architecture as GOARCH spells it ("amd64", "arm64"); it picks the
+// multiarch library directory (Debian's multiarch tuples).
+func DefaultConfig(arch string) Config {
+	yes := true
+	return Config{
+		CDI: CDIConfig{
+			Spec:        "/var/run/cdi/nvidia-container-toolkit.json",
+			DriverRoot:  "/run/opengl-driver",
+			DeviceNames: []string{"uuid"},
+			ContainerPaths: ContainerPaths{
+				ICD:                    "/etc/vulkan/icd.d/nvidia_icd.json",
+				ImplicitLayer:          "/etc/vulkan/implicit_layer.d/nvidia_layers.json",
+				EGLVendor:              "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+				EGLExternalPlatformDir: "/usr/share/egl/egl_external_platform.d",
+				LibDir:                 "/usr/lib/" + MultiarchTuple(arch),
+			},
+		},
+		Join: JoinConfig{
+			K3sConfig:    "/etc/rancher/k3s/config.yaml",
+			DropIn:       "50-nodeprep.yaml",
+			DefaultTaint: &yes,
+			GFDLabels:    &yes,
+		},
+		Selftest: SelftestConfig{
+			VulkanLoader: "libvulkan.so.1",
+			EGLLib:       "libEGL.so.1",
+			Timeout:      30 * time.Second,
+			RequireEGL:   &yes,
+		},
+		Up: UpConfig{
+			OnSelftestFailure: "block",
+			StatusFile:        "/run/nodeprep/status.json",
+		},
+	}
+}
+
+// MultiarchTuple returns Debian's multiarch tuple for a GOARCH
+// ("amd64" → "x86_64-linux-gnu", "arm64" → "aarch64-linux-gnu"); other
+// architectures get "<arch>-linux-gnu".
+func MultiarchTuple(arch string) string {
+	switch arch {
+	case "amd64":
+		return "x86_64-linux-gnu"
+	case "arm64":
+		return "aarch64-linux-gnu"
+	}
+	return arch + "-linux-gnu"
+}
+
+// ParseConfig decodes a config file over the defaults in base: fields the
+// file sets replace base's, the rest stay. Unknown keys, a second document
+// or a type mismatch give an error marked fault.ErrMalformed naming name.
+func ParseConfig(name string, data []byte, base Config) (Config, error) {
+	cfg := base
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: more than one YAML document", name))
+	}
+	switch cfg.Up.OnSelftestFailure {
+	case "block", "taint":
+	default:
+		return base, fault.Malformed(fmt.Errorf("reading config %q: up.onSelftestFailure is %q, want block or taint", name, cfg.Up.OnSelftestFailure))
+	}
+	return cfg, nil
+}

@@ -1,0 +1,112 @@
+package gpu
+
+// Inventory is what NVML says about a host's GPUs, in a stable shape that
+// `nodeprep inspect -o json` prints (the README documents every field).
+type Inventory struct {
+	// Simulated is true when the inventory comes from a built-in simulated
+	// server (--simulate), never from a real driver.
+	Simulated bool `json:"simulated" yaml:"simulated"`
+	// Server names the simulated server ("dgx-h200"); empty for real hosts.
+	Server string `json:"server,omitempty" yaml:"server,omitempty"`
+	// DriverVersion is the kernel driver version ("550.54.15").
+	DriverVersion string `json:"driverVersion" yaml:"driverVersion"`
+	// NVMLVersion is the NVML library version ("12.550.54.15").
+	NVMLVersion string `json:"nvmlVersion" yaml:"nvmlVersion"`
+	// CUDADriverVersion is the highest CUDA version the driver supports
+	// ("12.4"), from nvmlSystemGetCudaDriverVersion (major*1000+minor*10).
+	CUDADriverVersion string `json:"cudaDriverVersion" yaml:"cudaDriverVersion"`
+	// GPUs are the GPUs in NVML index order.
+	GPUs []GPU `json:"gpus" yaml:"gpus"`
+}
+
+// GPU is one physical GPU. Pointer fields are absent (nil) when NVML says
+// NOT_SUPPORTED for them.
+type GPU struct {
+	Index int `json:"index" yaml:"index"`
+	// Minor is the device minor number: the GPU's node is /dev/nvidia<Minor>.
+	Minor int `json:"minor" yaml:"minor"`
+	// UUID is NVML's UUID, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+	UUID string `json:"uuid" yaml:"uuid"`
+	// Name is the product name ("NVIDIA H200").
+	Name string `json:"name" yaml:"name"`
+	// Brand is NVML's brand ("Nvidia", "Tesla", ...).
+	Brand string `json:"brand,omitempty" yaml:"brand,omitempty"`
+	// Architecture is the GPU family in lower case as GFD names it
+	// ("ampere", "hopper", "blackwell").
+	Architecture string `json:"architecture,omitempty" yaml:"architecture,omitempty"`
+	// PCIBusID is the PCI bus id, "0000:07:00.0" (domain:bus:device.function,
+	// lower case hex).
+	PCIBusID string `json:"pciBusId" yaml:"pciBusId"`
+	// MemoryMiB is the total framebuffer memory in MiB.
+	MemoryMiB uint64 `json:"memoryMiB" yaml:"memoryMiB"`
+	// ComputeMajor and ComputeMinor are the CUDA compute capability (9.0).
+	ComputeMajor int `json:"computeMajor" yaml:"computeMajor"`
+	ComputeMinor int `json:"computeMinor" yaml:"computeMinor"`
+	// PersistenceMode is nil when not supported.
+	PersistenceMode *bool `json:"persistenceMode,omitempty" yaml:"persistenceMode,omitempty"`
+	// MIG is nil when the GPU is not MIG-capable.
+	MIG *MIG `json:"mig,omitempty" yaml:"mig,omitempty"`
+	// ECC is nil when ECC is not supported.
+	ECC *ECC `json:"ecc,omitempty" yaml:"ecc,omitempty"`
+	// RemappedRows is nil when row remapping is not supported.
+	RemappedRows *RemappedRows `json:"remappedRows,omitempty" yaml:"remappedRows,omitempty"`
+	// TemperatureC is the core temperature in °C, nil when not supported.
+	TemperatureC *int `json:"temperatureC,omitempty" yaml:"temperatureC,omitempty"`
+	// Health is the verdict on this GPU.
+	Health Health `json:"health" yaml:"health"`
+}
+
+// MIG is a GPU's Multi-Instance GPU state.
+type MIG struct {
+	// Current and Pending are the MIG modes now and after the next GPU
+	// reset; they differ while a mode change waits for a reset.
+	Current bool `json:"current" yaml:"current"`
+	Pending bool `json:"pending" yaml:"pending"`
+	// Devices are the MIG devices when Current is on.
+	Devices []MIGDevice `json:"devices,omitempty" yaml:"devices,omitempty"`
+}
+
+// MIGDevice is one MIG device (a GPU instance with its compute instance).
+type MIGDevice struct {
+	Index int `json:"index" yaml:"index"`
+	// UUID is "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+	UUID string `json:"uuid" yaml:"uuid"`
+	// Profile is the MIG profile name ("1g.18gb").
+	Profile string `json:"profile" yaml:"profile"`
+	// MemoryMiB is the device's memory in MiB.
+	MemoryMiB uint64 `json:"memoryMiB" yaml:"memoryMiB"`
+}
+
+// ECC is a GPU's ECC state.
+type ECC struct {
+	Enabled bool `json:"enabled" yaml:"enabled"`
+	// VolatileUncorrected is the count of uncorrected errors since the
+	// driver loaded.
+	VolatileUncorrected uint64 `json:"volatileUncorrected" yaml:"volatileUncorrected"`
+}
+
+// RemappedRows is a GPU's row-remapping state (Ampere and later).
+type RemappedRows struct {
+	Correctable   int  `json:"correctable" yaml:"correctable"`
+	Uncorrectable int  `json:"uncorrectable" yaml:"uncorrectable"`
+	Pending       bool `json:"pending" yaml:"pending"`
+	Failure       bool `json:"failure" yaml:"failure"`
+}
+
+// Health is a verdict with its reasons; Healthy is false when any reason
+// is present.
+type Health struct {
+	Healthy bool     `json:"healthy" yaml:"healthy"`
+	Reasons []string `json:"reasons,omitempty" yaml:"reasons,omitempty"`
+}
+
+// Healthy returns the GPUs whose health verdict is healthy, in order.
+func (inv *Inventory) Healthy() []GPU {
+	var out []GPU
+	for _, g := range inv.GPUs {
+		if g.Health.Healthy {
+			out = append(out, g)
+		}
+	}
+	return out
+}

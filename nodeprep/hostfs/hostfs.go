@@ -1,0 +1,243 @@
+// Package hostfs is the host root: every host path nodeprep reads or writes
+// is resolved under one directory (the --root flag, "/" on a real node), and
+// absolute symlinks are re-rooted, so a host tree under testdata/ behaves
+// like the machine it copies. Paths given to and returned by a Root are host
+// paths ("/run/opengl-driver/lib"), never prefixed with the root.
+//
+// Resolution uses github.com/cyphar/filepath-securejoin (a link can never
+// leave the root); writes use github.com/google/renameio/v2 (temp file in
+// the same directory, fsync, rename) followed by an fsync of the directory.
+package hostfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/google/renameio/v2"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// Root is a host file system seen under a directory. The zero value is not
+// usable; call New.
+type Root struct {
+	dir string
+}
+
+// New returns the Root for dir, which must be an existing directory. A
+// relative dir is made absolute. The error is marked fault.ErrUsage.
+func New(dir string) (*Root, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fault.Usage(fmt.Errorf("host root %q: %w", dir, err))
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fault.Usage(fmt.Errorf("host root: %w", err))
+	}
+	if !st.IsDir() {
+		return nil, fault.Usage(fmt.Errorf("host root %q is not a directory", dir))
+	}
+	return &Root{dir: abs}, nil
+}
+
+// Dir returns the absolute directory the root stands for.
+func (r *Root) Dir() string { return r.dir }
+
+// Path returns where hostPath is on this machine: hostPath joined under the
+// root with every symlink on the way resolved inside the root. Components
+// that do not exist are kept as written. hostPath must be absolute.
+func (r *Root) Path(hostPath string) (string, error) {
+	if !path.IsAbs(hostPath) {
+		return "", fmt.Errorf("host path %q is not absolute", hostPath)
+	}
+	p, err := securejoin.SecureJoin(r.dir, hostPath)
+	if err != nil {
+		return "", fmt.Errorf("resolving %q under %q: %w", hostPath, r.dir, err)
+	}
+	return p, nil
+}
+
+// Resolve returns the host path that hostPath finally names after every
+// symlink is followed (inside the root), e.g. "/run/opengl-driver/lib/x" →
+// "/nix/store/<h>-nvidia-x11/lib/x". The target need not exist.
+func (r *Root) Resolve(hostPath string) (string, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return "", err
+	}
+	return r.hostPathOf(p), nil
+}
+
+func (r *Root) hostPathOf(p string) string {
+	if r.dir == "/" {
+		return p
+	}
+	rel := strings.TrimPrefix(p, r.dir)
+	if rel == "" {
+		return "/"
+	}
+	return rel
+}
+
+// Stat returns the file info of what hostPath names, following symlinks
+// inside the root. A missing file gives an error that satisfies
+// errors.Is(err, fs.ErrNotExist).
+func (r *Root) Stat(hostPath string) (fs.FileInfo, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(p)
+}
+
+// Lstat returns the file info of hostPath itself: its parent directories
+// are resolved, its last component is not followed.
+func (r *Root) Lstat(hostPath string) (fs.FileInfo, error) {
+	dir, err := r.Path(path.Dir(hostPath))
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(filepath.Join(dir, path.Base(hostPath)))
+}
+
+// Exists reports whether hostPath names an existing file or directory after
+// symlinks are followed (a dangling link does not exist).
+func (r *Root) Exists(hostPath string) bool {
+	_, err := r.Stat(hostPath)
+	return err == nil
+}
+
+// ReadFile reads the file hostPath names, following symlinks inside the root.
+func (r *Root) ReadFile(hostPath string) ([]byte, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// ReadDir lists the directory hostPath names, sorted by name.
+func (r *Root) ReadDir(hostPath string) ([]fs.DirEntry, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadDir(p)
+}
+
+// Glob returns the host paths that match pattern, in byte order. Only the
+// last path element may hold wildcards (filepath.Match syntax); the
+// directory part is resolved under the root, and the results keep it as
+// written, so a match under "/run/opengl-driver/share" is returned under
+// that stable path, not under the store path the link points to.
+func (r *Root) Glob(pattern string) ([]string, error) {
+	dir, base := path.Split(pattern)
+	if strings.ContainsAny(dir, "*?[") {
+		return nil, fmt.Errorf("glob %q: wildcards are allowed only in the last element", pattern)
+	}
+	if _, err := filepath.Match(base, ""); err != nil {
+		return nil, fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	entries, err := r.ReadDir(path.Clean(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("glob %q: %w", pattern, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if ok, _ := filepath.Match(base, e.Name()); ok {
+			out = append(out, path.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// WriteOptions tunes WriteFile.
+type WriteOptions struct {
+	// Mode is the mode of a new file. An existing file keeps its own mode
+	// unless ForceMode is set.
+	Mode fs.FileMode
+	// ForceMode applies Mode even when the file exists.
+	ForceMode bool
+	// MkdirAll creates missing parent directories (mode 0755).
+	MkdirAll bool
+	// Validate, when set, is called with the path of the fully written and
+	// synced temporary file before it replaces the target; an error from it
+	// aborts the write, removes the temporary file and is returned as is.
+	Validate func(tmpPath string) error
+}
+
+// WriteFile replaces the file at hostPath with data atomically and durably:
+// a temporary file in the same directory is written and fsynced, renamed
+// over the target, and the directory is fsynced. On any error the old file
+// is left as it was. It refuses to write through a symlink at hostPath.
+// Errors other than the validator's are marked fault.ErrCantWrite.
+func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error {
+	dir, err := r.Path(path.Dir(hostPath))
+	if err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
+	if opts.MkdirAll {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+		}
+	}
+	target := filepath.Join(dir, path.Base(hostPath))
+	mode := opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if st, err := os.Lstat(target); err == nil {
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return fault.CantWrite(fmt.Errorf("writing %q: refusing to write through a symlink", hostPath))
+		}
+		if !opts.ForceMode {
+			mode = st.Mode().Perm()
+		}
+	}
+	pf, err := renameio.NewPendingFile(target, renameio.WithStaticPermissions(mode))
+	if err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
+	defer pf.Cleanup() //nolint:errcheck // a no-op after a successful replace
+	if _, err := pf.Write(data); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
+	if err := pf.Sync(); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
+	if opts.Validate != nil {
+		if err := opts.Validate(pf.Name()); err != nil {
+			return err
+		}
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
+	// renameio syncs the file but not the directory that holds the new name;
+	// without this a crash can lose the rename.
+	if err := syncDir(dir); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: syncing directory: %w", hostPath, err))
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

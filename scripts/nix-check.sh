@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Nix checks that need no nixpkgs: every .nix file parses, and the
+# builtins-only tests in nix/tests.nix evaluate to true.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v nix-instantiate >/dev/null || { echo "nix-check: nix-instantiate not found (apt-get install nix-bin)" >&2; exit 1; }
+files=$(git ls-files '*.nix')
+[ -n "$files" ] || { echo "nix-check: no .nix files"; exit 0; }
+for f in $files; do
+  nix-instantiate --parse "$f" >/dev/null
+done
+echo "nix-check: parsed $(echo "$files" | wc -w) files"
+if [ -f nix/tests.nix ]; then
+  out=$(nix-instantiate --eval --strict nix/tests.nix)
+  [ "$out" = "true" ] || { echo "nix-check: nix/tests.nix: $out" >&2; exit 1; }
+  echo "nix-check: nix/tests.nix passed"
+fi
