@@ -5,5 +5,10 @@ import "github.com/spf13/cobra"
 // addCommands adds the capability commands to root. Each lives in its own
 // file with its options struct and constructor.
 func addCommands(root *cobra.Command, g *globals) {
-	root.AddCommand()
+	root.AddCommand(
+		newInspectCommand(g),  // inspect.go
+		newJoinCommand(g),     // join.go
+		newSelftestCommand(g), // selftest.go
+		newProbeCommand(g),    // selftest.go: hidden child of the self-test
+	)
 }
