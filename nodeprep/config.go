@@ -9,6 +9,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodeprep/nodeprep/cdi"
+
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -46,17 +48,7 @@ type CDIConfig struct {
 	DeviceNames []string `yaml:"deviceNames" json:"deviceNames"`
 	// ContainerPaths overrides where the graphics files appear in the
 	// container.
-	ContainerPaths ContainerPaths `yaml:"containerPaths" json:"containerPaths"`
-}
-
-// ContainerPaths are the container paths the graphics mounts go to. Empty
-// fields take the FHS defaults (see DefaultConfig).
-type ContainerPaths struct {
-	ICD                    string `yaml:"icd" json:"icd"`
-	ImplicitLayer          string `yaml:"implicitLayer" json:"implicitLayer"`
-	EGLVendor              string `yaml:"eglVendor" json:"eglVendor"`
-	EGLExternalPlatformDir string `yaml:"eglExternalPlatformDir" json:"eglExternalPlatformDir"`
-	LibDir                 string `yaml:"libDir" json:"libDir"`
+	ContainerPaths cdi.ContainerPaths `yaml:"containerPaths" json:"containerPaths"`
 }
 
 // NVMLConfig is the `nvml:` section.
@@ -123,21 +115,15 @@ type UpConfig struct {
 
 // DefaultConfig returns the defaults of every field. arch is the host
 // architecture as GOARCH spells it ("amd64", "arm64"); it picks the
-// multiarch library directory (Debian's multiarch tuples).
+// multiarch library directory (cdi.DefaultContainerPaths).
 func DefaultConfig(arch string) Config {
 	yes := true
 	return Config{
 		CDI: CDIConfig{
-			Spec:        "/var/run/cdi/nvidia-container-toolkit.json",
-			DriverRoot:  "/run/opengl-driver",
-			DeviceNames: []string{"uuid"},
-			ContainerPaths: ContainerPaths{
-				ICD:                    "/etc/vulkan/icd.d/nvidia_icd.json",
-				ImplicitLayer:          "/etc/vulkan/implicit_layer.d/nvidia_layers.json",
-				EGLVendor:              "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
-				EGLExternalPlatformDir: "/usr/share/egl/egl_external_platform.d",
-				LibDir:                 "/usr/lib/" + MultiarchTuple(arch),
-			},
+			Spec:           "/var/run/cdi/nvidia-container-toolkit.json",
+			DriverRoot:     "/run/opengl-driver",
+			DeviceNames:    []string{"uuid"},
+			ContainerPaths: cdi.DefaultContainerPaths(arch),
 		},
 		Join: JoinConfig{
 			K3sConfig:    "/etc/rancher/k3s/config.yaml",
@@ -156,19 +142,6 @@ func DefaultConfig(arch string) Config {
 			StatusFile:        "/run/nodeprep/status.json",
 		},
 	}
-}
-
-// MultiarchTuple returns Debian's multiarch tuple for a GOARCH
-// ("amd64" → "x86_64-linux-gnu", "arm64" → "aarch64-linux-gnu"); other
-// architectures get "<arch>-linux-gnu".
-func MultiarchTuple(arch string) string {
-	switch arch {
-	case "amd64":
-		return "x86_64-linux-gnu"
-	case "arm64":
-		return "aarch64-linux-gnu"
-	}
-	return arch + "-linux-gnu"
 }
 
 // ParseConfig decodes a config file over the defaults in base: fields the

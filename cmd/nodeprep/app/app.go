@@ -5,6 +5,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +44,7 @@ func Main() int {
 func Run(args []string, streams IOStreams) error {
 	root, g := newRootCommand(streams)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(context.Background())
 	if err != nil && !g.started && !isMarked(err) {
 		// cobra failed before any command ran: an unknown command, flag or
 		// argument.

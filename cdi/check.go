@@ -1,0 +1,143 @@
+package cdi
+
+import (
+	"fmt"
+	"path"
+	"slices"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// ExpectedDevice is a device the consumer will ask the spec for: its name
+// within the spec's kind ("GPU-<uuid>", "0", "MIG-<uuid>") and the device
+// nodes its edits must carry ("/dev/nvidia0").
+type ExpectedDevice struct {
+	Name        string   `json:"name" yaml:"name"`
+	DeviceNodes []string `json:"deviceNodes,omitempty" yaml:"deviceNodes,omitempty"`
+	// For says what asks for it ("GPU 0 (uuid)"), for the message.
+	For string `json:"for,omitempty" yaml:"for,omitempty"`
+}
+
+// Check lints a spec against the host and, when expect is non-empty, the
+// inventory. It changes nothing and returns one finding per problem:
+// every graphics file of g not mounted where its loader looks, every
+// manifest library that will not resolve in the container, every hostPath
+// missing on the host, a cdiVersion lower than the fields need, devices
+// with no container edits, two mounts with one containerPath, expected
+// devices or device nodes that are absent (F6), and g's own host findings.
+func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDevice) Findings {
+	a := newAnalyzer(spec, g, host)
+	_, fs := a.run(false)
+	fs = append(fs, g.Findings...)
+	fs = append(fs, Lint(spec, host)...)
+	fs = append(fs, CheckDevices(spec, expect)...)
+	if _, hook := a.ldcacheFolders(); !hook {
+		fs = append(fs, warnf(CodeNoLdcacheHook, "the spec has no update-ldcache hook: libraries named by soname resolve only if the image's linker cache already lists their folder"))
+	}
+	return fs.sorted()
+}
+
+// Lint checks the spec on its own against the host: cdiVersion (F7), empty
+// devices (F8), duplicate container paths, host paths that do not exist.
+func Lint(spec *specs.Spec, host *hostfs.Root) Findings {
+	var fs Findings
+	if req := RequiredVersion(spec); VersionLess(spec.Version, req) {
+		fs = append(fs, errorf(CodeVersionTooLow, "cdiVersion is %s but the spec's fields need %s: strict consumers refuse it", spec.Version, req))
+	}
+	for _, name := range EmptyEditDevices(spec) {
+		fs = append(fs, errorf(CodeDeviceNoEdits, "device %s has no container edits", name))
+	}
+	fs = append(fs, duplicateMounts("the spec's containerEdits", spec.ContainerEdits.Mounts, nil)...)
+	for _, d := range spec.Devices {
+		fs = append(fs, duplicateMounts("device "+d.Name, d.ContainerEdits.Mounts, spec.ContainerEdits.Mounts)...)
+	}
+	seen := map[string]bool{}
+	missing := func(what, p string) {
+		if p == "" || seen[p] {
+			return
+		}
+		seen[p] = true
+		if !host.Exists(p) {
+			fs = append(fs, errorf(CodeMissingHostPath, "%s %s does not exist on the host", what, p))
+		}
+	}
+	edits := []specs.ContainerEdits{spec.ContainerEdits}
+	for _, d := range spec.Devices {
+		edits = append(edits, d.ContainerEdits)
+	}
+	for _, e := range edits {
+		for _, m := range e.Mounts {
+			missing("mount hostPath", m.HostPath)
+		}
+		for _, dn := range e.DeviceNodes {
+			if dn.HostPath != "" {
+				missing("device node hostPath", dn.HostPath)
+			} else {
+				missing("device node", dn.Path)
+			}
+		}
+		for _, h := range e.Hooks {
+			missing("hook", h.Path)
+		}
+	}
+	return fs
+}
+
+// duplicateMounts reports containerPaths mounted twice in one container:
+// twice within mounts, or in mounts and in base (the top-level edits every
+// device also gets).
+func duplicateMounts(where string, mounts, base []*specs.Mount) Findings {
+	var fs Findings
+	count := map[string]int{}
+	for _, m := range mounts {
+		count[path.Clean(m.ContainerPath)]++
+	}
+	for _, m := range base {
+		if count[path.Clean(m.ContainerPath)] > 0 {
+			count[path.Clean(m.ContainerPath)] += 1
+		}
+	}
+	var dups []string
+	for cp, n := range count {
+		if n > 1 {
+			dups = append(dups, cp)
+		}
+	}
+	slices.Sort(dups)
+	for _, cp := range dups {
+		fs = append(fs, errorf(CodeDuplicateMount, "%s mounts %s %d times", where, cp, count[cp]))
+	}
+	return fs
+}
+
+// CheckDevices reports each expected device the spec lacks, by its
+// fully-qualified name (kind=name, as a pod asks for it), and each expected
+// device node missing from that device's edits (F6).
+func CheckDevices(spec *specs.Spec, expect []ExpectedDevice) Findings {
+	var fs Findings
+	for _, want := range expect {
+		i := slices.IndexFunc(spec.Devices, func(d specs.Device) bool { return d.Name == want.Name })
+		if i < 0 {
+			fs = append(fs, errorf(CodeMissingDevice, "%s=%s is not in the spec%s: pods asking for it fail with \"unresolvable CDI devices\"", spec.Kind, want.Name, forSuffix(want.For)))
+			continue
+		}
+		d := spec.Devices[i]
+		for _, node := range want.DeviceNodes {
+			has := slices.ContainsFunc(d.ContainerEdits.DeviceNodes, func(dn *specs.DeviceNode) bool { return dn.Path == node }) ||
+				slices.ContainsFunc(spec.ContainerEdits.DeviceNodes, func(dn *specs.DeviceNode) bool { return dn.Path == node })
+			if !has {
+				fs = append(fs, errorf(CodeMissingDeviceNode, "%s=%s does not carry %s%s", spec.Kind, want.Name, node, forSuffix(want.For)))
+			}
+		}
+	}
+	return fs
+}
+
+func forSuffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s)", s)
+}

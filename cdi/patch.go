@@ -1,0 +1,389 @@
+package cdi
+
+import (
+	"debug/elf"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// MountOptions are the options of every mount nodeprep adds: a read-only
+// bind mount, as nvidia-ctk writes its own.
+var MountOptions = []string{"ro", "nosuid", "nodev", "bind"}
+
+// Change is one edit Patch made to a spec.
+type Change struct {
+	// Action is "add" (a new mount), "replace" (a mount nodeprep owns got a
+	// new hostPath) or "cdiVersion" (the version was raised).
+	Action string `json:"action" yaml:"action"`
+	// Role is the graphics role, or "library" for a mount added so a
+	// manifest's library resolves.
+	Role          string `json:"role,omitempty" yaml:"role,omitempty"`
+	HostPath      string `json:"hostPath,omitempty" yaml:"hostPath,omitempty"`
+	ContainerPath string `json:"containerPath,omitempty" yaml:"containerPath,omitempty"`
+	// From and To are the old and new cdiVersion for Action "cdiVersion".
+	From string `json:"from,omitempty" yaml:"from,omitempty"`
+	To   string `json:"to,omitempty" yaml:"to,omitempty"`
+}
+
+func (c Change) String() string {
+	switch c.Action {
+	case "cdiVersion":
+		return fmt.Sprintf("cdiVersion %s → %s", c.From, c.To)
+	case "replace":
+		return fmt.Sprintf("replace %s: %s → %s", c.Role, c.ContainerPath, c.HostPath)
+	}
+	return fmt.Sprintf("add %s: %s → %s", c.Role, c.HostPath, c.ContainerPath)
+}
+
+// Patch adds the graphics files of g to the spec's top-level
+// containerEdits.mounts, plus a mount for every manifest library that
+// would not otherwise resolve in the container, then raises cdiVersion to
+// what the fields need. It edits spec in place and returns the changes and
+// the problems it could not fix (unresolvable libraries, container paths
+// held by a mount that is not nodeprep's).
+//
+// Rules (issue 2, FIELD-REPORTS F1–F7): a graphics file already mounted
+// where its loader looks is left alone; a mount at the same containerPath
+// from the same host file is left alone; one nodeprep owns (its hostPath is
+// under the driver root or a library directory) gets the new hostPath; any
+// other is kept and reported. Devices are never removed or renamed; nothing
+// else in the spec changes. Patch is idempotent: Patch on its own output
+// makes no change.
+func Patch(spec *specs.Spec, g *Graphics, host *hostfs.Root) ([]Change, Findings) {
+	a := newAnalyzer(spec, g, host)
+	return a.run(true)
+}
+
+type analyzer struct {
+	spec     *specs.Spec
+	g        *Graphics
+	host     *hostfs.Root
+	resolved map[string]string
+	sonames  map[string]string
+	changes  []Change
+	findings Findings
+}
+
+func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
+	return &analyzer{spec: spec, g: g, host: host, resolved: map[string]string{}, sonames: map[string]string{}}
+}
+
+// run does the analysis; with apply it edits the spec, otherwise it only
+// records what is missing as findings (for Check).
+func (a *analyzer) run(apply bool) ([]Change, Findings) {
+	var mounted []GraphicsFile // manifests that are (or now will be) in the container
+	glvnd, glvndProvided := 0, 0
+	for _, f := range a.g.Files {
+		if f.Role == RoleGlvnd {
+			glvnd++
+		}
+		if cp, ok := a.provided(f); ok {
+			if f.Role == RoleGlvnd {
+				glvndProvided++
+			}
+			if f.Manifest != nil {
+				f.ContainerPath = cp
+				mounted = append(mounted, f)
+			}
+			continue
+		}
+		if m := a.topMountAt(f.ContainerPath); m != nil {
+			if !a.owned(m.HostPath) {
+				a.findings = append(a.findings, warnf(CodeForeignMount, "%s is already mounted at %s from %s, which nodeprep does not own: kept, so the %s from %s is not injected", f.ContainerPath, f.ContainerPath, m.HostPath, f.Role, f.HostPath))
+				continue
+			}
+			if !apply {
+				a.findings = append(a.findings, missingFinding(f))
+				continue
+			}
+			m.HostPath = f.HostPath
+			a.changes = append(a.changes, Change{Action: "replace", Role: string(f.Role), HostPath: f.HostPath, ContainerPath: f.ContainerPath})
+		} else if !apply {
+			a.findings = append(a.findings, missingFinding(f))
+			continue
+		} else {
+			a.addMount(string(f.Role), f.HostPath, f.ContainerPath)
+		}
+		if f.Manifest != nil {
+			mounted = append(mounted, f)
+		}
+	}
+	if !apply && glvndProvided > 0 && glvndProvided < glvnd {
+		a.findings = append(a.findings, errorf(CodePartialGlvnd, "the spec mounts %d of the %d glvnd dispatch libraries: a partial set mixes glvnd builds in the container", glvndProvided, glvnd))
+	}
+	for _, f := range mounted {
+		for _, lib := range f.Manifest.Libraries {
+			a.library(f, lib, apply)
+		}
+	}
+	if apply {
+		from := a.spec.Version
+		if RaiseVersion(a.spec) {
+			a.changes = append(a.changes, Change{Action: "cdiVersion", From: from, To: a.spec.Version})
+		}
+	}
+	return a.changes, a.findings
+}
+
+func missingFinding(f GraphicsFile) Finding {
+	code := map[Role]string{
+		RoleICD: CodeMissingICD, RoleLayer: CodeMissingLayer, RoleEGLVendor: CodeMissingEGLVendor,
+		RoleEGLPlatform: CodeMissingEGLPlatform, RoleGBM: CodeMissingGBM, RoleGlvnd: CodeMissingGlvnd,
+	}[f.Role]
+	what := map[Role]string{
+		RoleICD: "Vulkan ICD manifest", RoleLayer: "Vulkan implicit layer manifest", RoleEGLVendor: "EGL vendor manifest",
+		RoleEGLPlatform: "EGL external platform manifest", RoleGBM: "GBM backend", RoleGlvnd: "glvnd dispatch library",
+	}[f.Role]
+	return errorf(code, "%s %s is not mounted where the loader looks (want it at %s)", what, f.HostPath, f.ContainerPath)
+}
+
+func (a *analyzer) addMount(role, hostPath, containerPath string) {
+	a.spec.ContainerEdits.Mounts = append(a.spec.ContainerEdits.Mounts, &specs.Mount{
+		HostPath: hostPath, ContainerPath: containerPath, Options: slices.Clone(MountOptions),
+	})
+	a.changes = append(a.changes, Change{Action: "add", Role: role, HostPath: hostPath, ContainerPath: containerPath})
+}
+
+// effectiveMounts are the mounts every container with any device of this
+// spec gets: the top-level ones and those that every device carries.
+func (a *analyzer) effectiveMounts() []*specs.Mount {
+	out := slices.Clone(a.spec.ContainerEdits.Mounts)
+	if len(a.spec.Devices) == 0 {
+		return out
+	}
+	for _, m := range a.spec.Devices[0].ContainerEdits.Mounts {
+		inAll := true
+		for _, d := range a.spec.Devices[1:] {
+			if !slices.ContainsFunc(d.ContainerEdits.Mounts, func(o *specs.Mount) bool {
+				return o.ContainerPath == m.ContainerPath && o.HostPath == m.HostPath
+			}) {
+				inAll = false
+				break
+			}
+		}
+		if inAll {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (a *analyzer) topMountAt(containerPath string) *specs.Mount {
+	for _, m := range a.spec.ContainerEdits.Mounts {
+		if path.Clean(m.ContainerPath) == containerPath {
+			return m
+		}
+	}
+	return nil
+}
+
+// resolve returns the host path hostPath finally names, cached.
+func (a *analyzer) resolve(hostPath string) string {
+	if r, ok := a.resolved[hostPath]; ok {
+		return r
+	}
+	r, err := a.host.Resolve(hostPath)
+	if err != nil {
+		r = hostPath
+	}
+	a.resolved[hostPath] = r
+	return r
+}
+
+// owned reports whether a mount with this hostPath is one nodeprep makes:
+// under the driver root or a library directory it searches.
+func (a *analyzer) owned(hostPath string) bool {
+	for _, dir := range append([]string{a.g.DriverRoot}, a.g.LibDirs...) {
+		if hostPath == dir || strings.HasPrefix(hostPath, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// searchDirs are the container directories a loader looks in for a role's
+// files (Vulkan-Loader, libglvnd and eglexternalplatform docs). Libraries
+// are found through the dynamic linker instead: see library.
+func searchDirs(r Role) []string {
+	switch r {
+	case RoleICD:
+		return []string{"/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d"}
+	case RoleLayer:
+		return []string{"/etc/vulkan/implicit_layer.d", "/usr/share/vulkan/implicit_layer.d", "/usr/local/share/vulkan/implicit_layer.d"}
+	case RoleEGLVendor:
+		return []string{"/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d"}
+	case RoleEGLPlatform:
+		return []string{"/etc/egl/egl_external_platform.d", "/usr/share/egl/egl_external_platform.d"}
+	}
+	return nil
+}
+
+// provided reports whether the spec already puts f's host file where its
+// loader finds it, and at which container path.
+func (a *analyzer) provided(f GraphicsFile) (string, bool) {
+	want := a.resolve(f.HostPath)
+	for _, m := range a.effectiveMounts() {
+		cp := path.Clean(m.ContainerPath)
+		if a.resolve(m.HostPath) != want {
+			continue
+		}
+		switch f.Role {
+		case RoleGlvnd, RoleGBM:
+			if cp == f.ContainerPath || path.Base(cp) == path.Base(f.ContainerPath) && a.libSearchDir(path.Dir(cp)) {
+				return cp, true
+			}
+		default:
+			if cp == f.ContainerPath || slices.Contains(searchDirs(f.Role), path.Dir(cp)) {
+				return cp, true
+			}
+		}
+	}
+	return "", false
+}
+
+// ldcacheFolders are the folders the spec's update-ldcache hooks add to the
+// container's linker cache (nvidia-ctk hook update-ldcache --folder DIR).
+func (a *analyzer) ldcacheFolders() (folders []string, hook bool) {
+	hooks := slices.Clone(a.spec.ContainerEdits.Hooks)
+	for _, d := range a.spec.Devices {
+		hooks = append(hooks, d.ContainerEdits.Hooks...)
+	}
+	for _, h := range hooks {
+		if !slices.Contains(h.Args, "update-ldcache") {
+			continue
+		}
+		hook = true
+		for i, arg := range h.Args {
+			switch {
+			case arg == "--folder" && i+1 < len(h.Args):
+				folders = append(folders, path.Clean(h.Args[i+1]))
+			case strings.HasPrefix(arg, "--folder="):
+				folders = append(folders, path.Clean(strings.TrimPrefix(arg, "--folder=")))
+			}
+		}
+	}
+	return folders, hook
+}
+
+// libSearchDir reports whether the dynamic linker in the container finds a
+// library by soname in dir: a folder the ldcache hook adds, or a system
+// library directory (in the image's ld.so.conf, rescanned by the hook).
+func (a *analyzer) libSearchDir(dir string) bool {
+	folders, _ := a.ldcacheFolders()
+	if slices.Contains(folders, dir) {
+		return true
+	}
+	return slices.Contains(systemLibDirs(a.libDir()), dir)
+}
+
+func systemLibDirs(libDir string) []string {
+	return []string{libDir, "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"}
+}
+
+// libDir is the container library directory the glvnd set goes to.
+func (a *analyzer) libDir() string {
+	for _, f := range a.g.Files {
+		if f.Role == RoleGlvnd {
+			return path.Dir(f.ContainerPath)
+		}
+	}
+	return ""
+}
+
+// library makes sure a library a mounted manifest names resolves in the
+// container (F2, F3): an absolute path must be covered by a mount whose
+// host side has the file; a bare soname must be provided by a mounted file
+// in a folder the dynamic linker searches. What is missing is mounted from
+// the host when the host has it (with apply), else reported.
+func (a *analyzer) library(f GraphicsFile, lib string, apply bool) {
+	if strings.Contains(lib, "/") && !path.IsAbs(lib) {
+		lib = path.Join(path.Dir(f.ContainerPath), lib)
+	}
+	if path.IsAbs(lib) {
+		a.absoluteLibrary(f, path.Clean(lib), apply)
+		return
+	}
+	a.sonameLibrary(f, lib, apply)
+}
+
+func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
+	for _, m := range a.effectiveMounts() {
+		cp := path.Clean(m.ContainerPath)
+		if cp == lib {
+			return
+		}
+		if strings.HasPrefix(lib, cp+"/") && a.host.Exists(path.Join(m.HostPath, strings.TrimPrefix(lib, cp))) {
+			return
+		}
+	}
+	if !a.host.Exists(lib) {
+		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
+		return
+	}
+	if !apply {
+		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+		return
+	}
+	a.addMount("library", lib, lib)
+}
+
+func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
+	folders, _ := a.ldcacheFolders()
+	for _, m := range a.effectiveMounts() {
+		cp := path.Clean(m.ContainerPath)
+		dir := path.Dir(cp)
+		if path.Base(cp) == soname && a.libSearchDir(dir) {
+			return
+		}
+		// ldconfig, run by the hook over its folders, creates the soname
+		// link for a versioned file (libEGL_nvidia.so.550.54.15 provides
+		// libEGL_nvidia.so.0).
+		if slices.Contains(folders, dir) && a.soname(m.HostPath) == soname {
+			return
+		}
+		// A whole folder mounted where the hook looks.
+		if slices.Contains(folders, cp) && a.host.Exists(path.Join(m.HostPath, soname)) {
+			return
+		}
+	}
+	var hostLib string
+	for _, dir := range a.g.LibDirs {
+		if p := path.Join(dir, soname); a.host.Exists(p) {
+			hostLib = p
+			break
+		}
+	}
+	switch {
+	case hostLib == "":
+		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and %s do not hold", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
+	case !apply || a.libDir() == "":
+		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
+	default:
+		a.addMount("library", hostLib, path.Join(a.libDir(), soname))
+	}
+}
+
+// soname returns the DT_SONAME of the ELF file at hostPath, or "" for a
+// file that is not ELF or has none (then only an exact file name matches).
+func (a *analyzer) soname(hostPath string) string {
+	if s, ok := a.sonames[hostPath]; ok {
+		return s
+	}
+	s := ""
+	if p, err := a.host.Path(hostPath); err == nil {
+		if ef, err := elf.Open(p); err == nil {
+			if names, err := ef.DynString(elf.DT_SONAME); err == nil && len(names) > 0 {
+				s = names[0]
+			}
+			ef.Close()
+		}
+	}
+	a.sonames[hostPath] = s
+	return s
+}

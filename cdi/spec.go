@@ -1,0 +1,149 @@
+package cdi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/mod/semver"
+	"gopkg.in/yaml.v3"
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// ParseSpec parses CDI spec data (JSON or YAML) with the CDI library's
+// strict parser (unknown fields rejected). It does not validate: a spec
+// whose cdiVersion is too low for its fields still parses, so that Patch can
+// raise it (F7). Validate checks the rest.
+func ParseSpec(data []byte) (*specs.Spec, error) {
+	spec, err := cdilib.ParseSpec(data)
+	if err != nil {
+		return nil, err
+	}
+	if spec == nil {
+		return nil, fmt.Errorf("no CDI spec data")
+	}
+	return spec, nil
+}
+
+// Format is a spec file's encoding.
+type Format string
+
+// Spec encodings; the CDI library picks them by file extension.
+const (
+	FormatJSON Format = "json"
+	FormatYAML Format = "yaml"
+)
+
+// FormatOf returns the encoding of a spec file by its extension: ".yaml"
+// and ".yml" are YAML, everything else JSON.
+func FormatOf(name string) Format {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml":
+		return FormatYAML
+	}
+	return FormatJSON
+}
+
+// Encode returns the spec's bytes in the given format: JSON indented by two
+// spaces with a final newline (as nvidia-ctk writes it), or YAML.
+func Encode(spec *specs.Spec, f Format) ([]byte, error) {
+	if f == FormatYAML {
+		var buf bytes.Buffer
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err := enc.Encode(spec); err != nil {
+			return nil, err
+		}
+		if err := enc.Close(); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(spec); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ValidateFile validates the spec file at path (on this machine) with the
+// CDI library's own loader, exactly as a container runtime would read it:
+// version, kind, device names, container edits. It returns the library's
+// complaint.
+func ValidateFile(path string) error {
+	_, err := cdilib.ReadSpec(path, 0)
+	return err
+}
+
+// ValidateBytes validates spec data with the CDI library by writing it to a
+// temporary file (the library validates only specs it reads from disk).
+func ValidateBytes(data []byte, f Format) error {
+	tmp, err := os.CreateTemp("", "nodeprep-cdi-*."+string(f))
+	if err != nil {
+		return fmt.Errorf("validating CDI spec: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("validating CDI spec: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("validating CDI spec: %w", err)
+	}
+	return ValidateFile(tmp.Name())
+}
+
+// RequiredVersion returns the lowest cdiVersion the spec's fields need,
+// by the CDI library's rules (specs-go MinimumRequiredVersion).
+func RequiredVersion(spec *specs.Spec) string {
+	v, err := specs.MinimumRequiredVersion(spec)
+	if err != nil {
+		return spec.Version
+	}
+	return v
+}
+
+// VersionLess reports whether CDI version a is lower than b ("0.4.0" <
+// "0.5.0"); versions compare as semantic versions, with or without "v".
+func VersionLess(a, b string) bool {
+	return semver.Compare(canonVersion(a), canonVersion(b)) < 0
+}
+
+func canonVersion(v string) string {
+	if !strings.HasPrefix(v, "v") {
+		v = "v" + v
+	}
+	return v
+}
+
+// RaiseVersion sets spec.Version to max(declared, required) and reports
+// whether it changed; it never lowers the version (F7).
+func RaiseVersion(spec *specs.Spec) bool {
+	req := RequiredVersion(spec)
+	if spec.Version == "" || VersionLess(spec.Version, req) {
+		spec.Version = req
+		return true
+	}
+	return false
+}
+
+// EmptyEditDevices returns the names of devices with no container edits at
+// all, which the CDI library treats as invalid (F8).
+func EmptyEditDevices(spec *specs.Spec) []string {
+	var out []string
+	for _, d := range spec.Devices {
+		e := d.ContainerEdits
+		if len(e.Env) == 0 && len(e.DeviceNodes) == 0 && len(e.Hooks) == 0 && len(e.Mounts) == 0 &&
+			len(e.NetDevices) == 0 && e.IntelRdt == nil && len(e.AdditionalGIDs) == 0 {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}

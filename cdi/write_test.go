@@ -1,0 +1,148 @@
+package cdi_test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+func TestPatchFileErrors(t *testing.T) {
+	t.Parallel()
+	t.Run("missing-spec", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		os.Remove(mustPath(t, root, specPath))
+		_, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
+		if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "cdi-generator") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("malformed-spec", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "broken-malformed-spec")
+		before := readFile(t, root, specPath)
+		_, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
+		if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), specPath) {
+			t.Fatalf("err = %v", err)
+		}
+		if !bytes.Equal(before, readFile(t, root, specPath)) {
+			t.Errorf("spec changed")
+		}
+	})
+	t.Run("missing-driver-root", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		opts := nixosOptions("amd64")
+		opts.Discover.DriverRoot = "/run/no-such-driver"
+		_, err := cdi.PatchFile(root, opts, false)
+		if !errors.Is(err, fault.ErrUnavailable) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	// The spec itself a symlink: refused, the link and its target intact.
+	t.Run("symlink-spec", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		p := mustPath(t, root, specPath)
+		if err := os.Rename(p, p+".real"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(p)+".real", p); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.ReadFile(p + ".real")
+		_, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
+		if !errors.Is(err, fault.ErrCantWrite) {
+			t.Fatalf("err = %v", err)
+		}
+		after, _ := os.ReadFile(p + ".real")
+		if st, _ := os.Lstat(p); st.Mode()&fs.ModeSymlink == 0 || !bytes.Equal(before, after) {
+			t.Errorf("symlinked spec modified")
+		}
+	})
+	// Mode survives the rename; dry-run writes nothing and leaves no file.
+	t.Run("mode-and-dry-run", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		p := mustPath(t, root, specPath)
+		if err := os.Chmod(p, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		before := readFile(t, root, specPath)
+		res, err := cdi.PatchFile(root, nixosOptions("amd64"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Changed || res.Written || !strings.Contains(res.Diff, "+        \"containerPath\": \"/etc/vulkan/icd.d/nvidia_icd.json\"") {
+			t.Errorf("dry run: changed=%v written=%v diff:\n%s", res.Changed, res.Written, res.Diff)
+		}
+		if !bytes.Equal(before, readFile(t, root, specPath)) {
+			t.Errorf("dry run wrote")
+		}
+		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(p)
+		if st.Mode().Perm() != 0o640 {
+			t.Errorf("mode = %v, want 0640", st.Mode().Perm())
+		}
+		entries, _ := os.ReadDir(filepath.Dir(p))
+		if len(entries) != 1 {
+			t.Errorf("left files behind in the spec directory: %v", entries)
+		}
+	})
+	// A failure after the temporary file was fully written (validation)
+	// leaves the old file and no temporary behind.
+	t.Run("failed-write-keeps-old", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		p := mustPath(t, root, specPath)
+		before := readFile(t, root, specPath)
+		boom := errors.New("boom")
+		err := root.WriteFile(specPath, []byte("{}"), hostfsValidate(func(string) error { return boom }))
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+		if !bytes.Equal(before, readFile(t, root, specPath)) {
+			t.Errorf("old file changed")
+		}
+		entries, _ := os.ReadDir(filepath.Dir(p))
+		if len(entries) != 1 {
+			t.Errorf("temporary file left: %v", entries)
+		}
+	})
+	// A mount nodeprep does not own at one of its container paths is kept
+	// and reported; one it owns is replaced.
+	t.Run("foreign-and-owned-mounts", func(t *testing.T) {
+		t.Parallel()
+		root := hostTree(t, "nixos-h200")
+		_, spec := loadSpec(t, root)
+		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts,
+			&specs.Mount{HostPath: "/etc/my-icd.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json", Options: cdi.MountOptions},
+			&specs.Mount{HostPath: "/run/opengl-driver/share/glvnd/egl_vendor.d/old.json", ContainerPath: "/usr/share/glvnd/egl_vendor.d/10_nvidia.json", Options: cdi.MountOptions})
+		writeSpec(t, root, spec)
+		res, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasFinding(res.Findings, cdi.CodeForeignMount, "/etc/my-icd.json") {
+			t.Errorf("foreign mount not reported: %v", res.Findings)
+		}
+		_, patched := loadSpec(t, root)
+		if m := mountAt(patched, "/etc/vulkan/icd.d/nvidia_icd.json"); m.HostPath != "/etc/my-icd.json" {
+			t.Errorf("foreign mount replaced: %+v", m)
+		}
+		if m := mountAt(patched, "/usr/share/glvnd/egl_vendor.d/10_nvidia.json"); m.HostPath != "/run/opengl-driver/share/glvnd/egl_vendor.d/10_nvidia.json" {
+			t.Errorf("owned mount not replaced: %+v", m)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package nodeprep
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+// Device-name strategies: how a consumer names a GPU when it asks the CDI
+// spec for it. The k8s device plugin's default id strategy asks for
+// nvidia.com/gpu=GPU-<uuid>; "index" asks for nvidia.com/gpu=0.
+const (
+	DeviceNameUUID  = "uuid"
+	DeviceNameIndex = "index"
+)
+
+// ExpectedCDIDevices returns the devices the CDI spec must serve for the
+// healthy GPUs of inv under the given strategies (FIELD-REPORTS F6): per
+// GPU its UUID and/or index, with /dev/nvidia<minor> in its edits; with MIG
+// on, each MIG device by its UUID ("MIG-…", uuid strategy) or as
+// "<gpu>:<mig>" (index strategy, nvidia-ctk's naming). An unknown strategy
+// is an error marked fault.ErrMalformed.
+func ExpectedCDIDevices(inv *gpu.Inventory, strategies []string) ([]cdi.ExpectedDevice, error) {
+	var out []cdi.ExpectedDevice
+	for _, s := range strategies {
+		if s != DeviceNameUUID && s != DeviceNameIndex {
+			return nil, fault.Malformed(fmt.Errorf("cdi.deviceNames: unknown strategy %q, want %q or %q", s, DeviceNameUUID, DeviceNameIndex))
+		}
+	}
+	for _, g := range inv.Healthy() {
+		node := fmt.Sprintf("/dev/nvidia%d", g.Minor)
+		who := fmt.Sprintf("GPU %d, %s", g.Index, g.UUID)
+		for _, s := range strategies {
+			name := g.UUID
+			if s == DeviceNameIndex {
+				name = strconv.Itoa(g.Index)
+			}
+			out = append(out, cdi.ExpectedDevice{Name: name, DeviceNodes: []string{node}, For: who})
+		}
+		if g.MIG == nil || !g.MIG.Current {
+			continue
+		}
+		for _, m := range g.MIG.Devices {
+			for _, s := range strategies {
+				name := m.UUID
+				if s == DeviceNameIndex {
+					name = fmt.Sprintf("%d:%d", g.Index, m.Index)
+				}
+				out = append(out, cdi.ExpectedDevice{Name: name, For: fmt.Sprintf("MIG device %d of GPU %d", m.Index, g.Index)})
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Regenerates the host trees under testdata/hosts/ (committed; run this only
+# to change them). Each tree is a host root for --root: NixOS's
+# /run/opengl-driver link farm into /nix/store with absolute symlinks, the
+# CDI spec nvidia-ctk generates there, device nodes as empty files. Driver
+# libraries that a manifest names by soname are tiny real ELF shared objects
+# carrying that DT_SONAME (made with gcc), so soname checks read real ELF.
+# Store hashes and versions are placeholders.
+set -euo pipefail
+cd "$(dirname "$0")/../testdata/hosts"
+VER=550.54.15
+NVH=4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6  # nvidia-x11
+GLH=8r7q6p5n4m3l2k1j0h9g8f7d6c5b4a3z  # libglvnd
+GDH=2a3b4c5d6f7g8h9j0k1l2m3n4p5q6r7s  # graphics-drivers (hardware.graphics buildEnv)
+MSH=9z8y7x6w5v4s3r2q1p0n9m8l7k6j5h4g  # mesa
+CTH=5d6f7g8h9j0k1l2m3n4p5q6r7s8a9b0c  # nvidia-container-toolkit
+LCH=3c4d5f6g7h8j9k0l1m2n3p4q5r6s7a8b  # glibc-bin (ldconfig)
+tmpc=$(mktemp -d); trap 'rm -rf "$tmpc"' EXIT
+echo 'int nodeprep_stub;' > "$tmpc/stub.c"
+
+# elfstub FILE SONAME: a minimal x86-64 shared object with DT_SONAME.
+elfstub() {
+  mkdir -p "$(dirname "$1")"
+  gcc -shared -nostdlib -s -Wl,-soname,"$2" -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
+    -Wl,-z,noseparate-code -o "$1" "$tmpc/stub.c"
+}
+stub() { mkdir -p "$(dirname "$1")"; : > "$1"; }
+lnk() { mkdir -p "$(dirname "$2")"; ln -sfn "$1" "$2"; }
+json() { mkdir -p "$(dirname "$1")"; cat > "$1"; }
+
+# nixos HOST MACHINE NGPUS: a NixOS host with the NVIDIA driver.
+nixos() {
+  local h=$1 mach=$2 n=$3
+  rm -rf "$h"; mkdir -p "$h"
+  local NV=/nix/store/$NVH-nvidia-x11-$VER-6.6.30 GL=/nix/store/$GLH-libglvnd-1.7.0
+  local GD=/nix/store/$GDH-graphics-drivers MS=/nix/store/$MSH-mesa-24.0.7
+  local CT=/nix/store/$CTH-container-toolkit-1.15.0/bin/nvidia-ctk LC=/nix/store/$LCH-glibc-2.39-52-bin/bin/ldconfig
+  # the driver package
+  elfstub "$h$NV/lib/libEGL_nvidia.so.$VER" libEGL_nvidia.so.0
+  elfstub "$h$NV/lib/libGLX_nvidia.so.$VER" libGLX_nvidia.so.0
+  elfstub "$h$NV/lib/libGLESv2_nvidia.so.$VER" libGLESv2_nvidia.so.2
+  elfstub "$h$NV/lib/libnvidia-egl-wayland.so.1.1.13" libnvidia-egl-wayland.so.1
+  elfstub "$h$NV/lib/libnvidia-egl-gbm.so.1.1.1" libnvidia-egl-gbm.so.1
+  for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-present libnvidia-allocator \
+           libcuda libnvidia-ml libnvidia-ptxjitcompiler libnvidia-gpucomp; do stub "$h$NV/lib/$l.so.$VER"; done
+  lnk libEGL_nvidia.so.$VER "$h$NV/lib/libEGL_nvidia.so.0"
+  lnk libGLX_nvidia.so.$VER "$h$NV/lib/libGLX_nvidia.so.0"
+  lnk libGLESv2_nvidia.so.$VER "$h$NV/lib/libGLESv2_nvidia.so.2"
+  lnk libcuda.so.$VER "$h$NV/lib/libcuda.so.1"
+  lnk libnvidia-ml.so.$VER "$h$NV/lib/libnvidia-ml.so.1"
+  lnk libnvidia-egl-wayland.so.1.1.13 "$h$NV/lib/libnvidia-egl-wayland.so.1"
+  lnk libnvidia-egl-gbm.so.1.1.1 "$h$NV/lib/libnvidia-egl-gbm.so.1"
+  lnk ../libnvidia-allocator.so.$VER "$h$NV/lib/gbm/nvidia-drm_gbm.so"
+  stub "$h$NV/bin/nvidia-smi"
+  json "$h$NV/share/vulkan/icd.d/nvidia_icd.$mach.json" <<EOF
+{
+    "file_format_version" : "1.0.1",
+    "ICD": {
+        "library_path": "$NV/lib/libGLX_nvidia.so.0",
+        "api_version" : "1.3.277"
+    }
+}
+EOF
+  json "$h$NV/share/vulkan/implicit_layer.d/nvidia_layers.json" <<EOF
+{
+    "file_format_version" : "1.0.1",
+    "layers": [{
+        "name": "VK_LAYER_NV_optimus",
+        "type": "INSTANCE",
+        "library_path": "libGLX_nvidia.so.0",
+        "api_version" : "1.3.277",
+        "implementation_version" : "1",
+        "description" : "NVIDIA Optimus layer",
+        "functions": { "vkGetInstanceProcAddr": "vk_optimusGetInstanceProcAddr" },
+        "enable_environment": { "__NV_PRIME_RENDER_OFFLOAD": "1" },
+        "disable_environment": { "DISABLE_LAYER_NV_OPTIMUS_1": "" }
+    }, {
+        "name": "VK_LAYER_NV_present",
+        "type": "INSTANCE",
+        "library_path": "libnvidia-present.so.$VER",
+        "api_version" : "1.3.277",
+        "implementation_version" : "1",
+        "description" : "NVIDIA GR2608 layer",
+        "disable_environment": { "DISABLE_LAYER_NV_GR2608_1": "" }
+    }]
+}
+EOF
+  json "$h$NV/share/glvnd/egl_vendor.d/10_nvidia.json" <<'EOF'
+{
+    "file_format_version" : "1.0.0",
+    "ICD" : {
+        "library_path" : "libEGL_nvidia.so.0"
+    }
+}
+EOF
+  json "$h$NV/share/egl/egl_external_platform.d/10_nvidia_wayland.json" <<'EOF'
+{
+    "file_format_version" : "1.0.0",
+    "ICD" : {
+        "library_path" : "libnvidia-egl-wayland.so.1"
+    }
+}
+EOF
+  json "$h$NV/share/egl/egl_external_platform.d/15_nvidia_gbm.json" <<'EOF'
+{
+    "file_format_version" : "1.0.0",
+    "ICD" : {
+        "library_path" : "libnvidia-egl-gbm.so.1"
+    }
+}
+EOF
+  # libglvnd
+  elfstub "$h$GL/lib/libEGL.so.1.1.0" libEGL.so.1
+  elfstub "$h$GL/lib/libGLX.so.0.0.0" libGLX.so.0
+  elfstub "$h$GL/lib/libOpenGL.so.0.0.0" libOpenGL.so.0
+  elfstub "$h$GL/lib/libGLdispatch.so.0.0.0" libGLdispatch.so.0
+  for l in libEGL.so.1:libEGL.so.1.1.0 libGLX.so.0:libGLX.so.0.0.0 libOpenGL.so.0:libOpenGL.so.0.0.0 libGLdispatch.so.0:libGLdispatch.so.0.0.0; do
+    lnk "${l#*:}" "$h$GL/lib/${l%%:*}"
+  done
+  # mesa, also in the link farm (its ICDs must not be picked)
+  stub "$h$MS/lib/libvulkan_lvp.so"
+  json "$h$MS/share/vulkan/icd.d/lvp_icd.$mach.json" <<EOF
+{"ICD": {"api_version": "1.3.278", "library_path": "$MS/lib/libvulkan_lvp.so"}, "file_format_version": "1.0.0"}
+EOF
+  json "$h$MS/share/glvnd/egl_vendor.d/50_mesa.json" <<'EOF'
+{"file_format_version" : "1.0.0", "ICD" : {"library_path" : "libEGL_mesa.so.0"}}
+EOF
+  # graphics-drivers: the buildEnv /run/opengl-driver points at (absolute links)
+  for f in $(cd "$h$NV/lib" && find . -maxdepth 1 -name '*.so*' | sort); do lnk "$NV/lib/${f#./}" "$h$GD/lib/${f#./}"; done
+  for f in libEGL.so.1 libEGL.so.1.1.0 libGLX.so.0 libGLX.so.0.0.0 libOpenGL.so.0 libOpenGL.so.0.0.0 libGLdispatch.so.0 libGLdispatch.so.0.0.0; do
+    lnk "$GL/lib/$f" "$h$GD/lib/$f"
+  done
+  lnk "$NV/lib/gbm" "$h$GD/lib/gbm"
+  lnk "$MS/lib/libvulkan_lvp.so" "$h$GD/lib/libvulkan_lvp.so"
+  lnk "$NV/share/vulkan/icd.d/nvidia_icd.$mach.json" "$h$GD/share/vulkan/icd.d/nvidia_icd.$mach.json"
+  lnk "$MS/share/vulkan/icd.d/lvp_icd.$mach.json" "$h$GD/share/vulkan/icd.d/lvp_icd.$mach.json"
+  lnk "$NV/share/vulkan/implicit_layer.d/nvidia_layers.json" "$h$GD/share/vulkan/implicit_layer.d/nvidia_layers.json"
+  lnk "$NV/share/glvnd/egl_vendor.d/10_nvidia.json" "$h$GD/share/glvnd/egl_vendor.d/10_nvidia.json"
+  lnk "$MS/share/glvnd/egl_vendor.d/50_mesa.json" "$h$GD/share/glvnd/egl_vendor.d/50_mesa.json"
+  for f in 10_nvidia_wayland.json 15_nvidia_gbm.json; do
+    lnk "$NV/share/egl/egl_external_platform.d/$f" "$h$GD/share/egl/egl_external_platform.d/$f"
+  done
+  lnk "$GD" "$h/run/opengl-driver"
+  lnk /run "$h/var/run"
+  stub "$h$CT"; stub "$h$LC"
+  for d in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset; do stub "$h/dev/$d"; done
+  for ((i = 0; i < n; i++)); do stub "$h/dev/nvidia$i"; stub "$h/dev/dri/card$((i + 1))"; stub "$h/dev/dri/renderD$((128 + i))"; done
+  # the spec nvidia-ctk cdi generate writes on NixOS (index device names)
+  mkdir -p "$h/run/cdi"
+  jq -n --arg nv "$NV" --arg ver "$VER" --arg ct "$CT" --arg lc "$LC" --argjson n "$n" '
+    def nodes($i): [{path: "/dev/nvidia\($i)"}, {path: "/dev/dri/card\($i + 1)"}, {path: "/dev/dri/renderD\(128 + $i)"}];
+    def ro: ["ro", "nosuid", "nodev", "bind"];
+    {
+      cdiVersion: "0.5.0",
+      kind: "nvidia.com/gpu",
+      devices: ([range(0; $n) | {name: "\(.)", containerEdits: {deviceNodes: nodes(.)}}]
+        + [{name: "all", containerEdits: {deviceNodes: [range(0; $n) | nodes(.)[]]}}]),
+      containerEdits: {
+        env: ["NVIDIA_VISIBLE_DEVICES=void"],
+        deviceNodes: [{path: "/dev/nvidiactl"}, {path: "/dev/nvidia-uvm"}, {path: "/dev/nvidia-uvm-tools"}, {path: "/dev/nvidia-modeset"}],
+        hooks: [{hookName: "createContainer", path: $ct,
+                 args: ["nvidia-ctk", "hook", "update-ldcache", "--ldconfig-path", $lc, "--folder", "\($nv)/lib"]}],
+        mounts: ([ "libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-gpucomp", "libEGL_nvidia", "libGLX_nvidia",
+                   "libGLESv2_nvidia", "libnvidia-eglcore", "libnvidia-glcore", "libnvidia-glsi", "libnvidia-tls"]
+                 | map("\($nv)/lib/\(.).so.\($ver)") + ["\($nv)/bin/nvidia-smi", "/run/opengl-driver"]
+                 | map({hostPath: ., containerPath: ., options: ro}))
+      }
+    }' > "$h/run/cdi/nvidia-container-toolkit.json"
+}
+
+# fhs-ubuntu: an FHS host whose generated spec already carries the graphics
+# files; nodeprep's config points the driver root at /usr.
+fhs_ubuntu() {
+  local h=fhs-ubuntu L=/usr/lib/x86_64-linux-gnu
+  rm -rf "$h"; mkdir -p "$h"
+  elfstub "$h$L/libEGL_nvidia.so.$VER" libEGL_nvidia.so.0
+  elfstub "$h$L/libGLX_nvidia.so.$VER" libGLX_nvidia.so.0
+  elfstub "$h$L/libnvidia-egl-wayland.so.1.1.13" libnvidia-egl-wayland.so.1
+  stub "$h$L/libcuda.so.$VER"; stub "$h/usr/bin/nvidia-ctk"; stub "$h/sbin/ldconfig.real"
+  json "$h/usr/share/vulkan/icd.d/nvidia_icd.json" <<'EOF'
+{"file_format_version": "1.0.1", "ICD": {"library_path": "libGLX_nvidia.so.0", "api_version": "1.3.277"}}
+EOF
+  json "$h/usr/share/glvnd/egl_vendor.d/10_nvidia.json" <<'EOF'
+{"file_format_version": "1.0.0", "ICD": {"library_path": "libEGL_nvidia.so.0"}}
+EOF
+  json "$h/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json" <<'EOF'
+{"file_format_version": "1.0.0", "ICD": {"library_path": "libnvidia-egl-wayland.so.1"}}
+EOF
+  json "$h/etc/nodeprep/config.yaml" <<'EOF'
+# An FHS host: the driver's graphics files are under /usr.
+cdi:
+  driverRoot: /usr
+EOF
+  stub "$h/dev/nvidia0"; stub "$h/dev/nvidiactl"
+  mkdir -p "$h/var/run/cdi"
+  jq -n --arg L "$L" --arg ver "$VER" '
+    def ro: ["ro", "nosuid", "nodev", "bind"];
+    {
+      cdiVersion: "0.5.0",
+      kind: "nvidia.com/gpu",
+      devices: [{name: "0", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}},
+                {name: "all", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}}],
+      containerEdits: {
+        deviceNodes: [{path: "/dev/nvidiactl"}],
+        hooks: [{hookName: "createContainer", path: "/usr/bin/nvidia-ctk",
+                 args: ["nvidia-ctk", "hook", "update-ldcache", "--folder", $L]}],
+        mounts: ((["libcuda", "libEGL_nvidia", "libGLX_nvidia"] | map("\($L)/\(.).so.\($ver)"))
+                 + ["\($L)/libnvidia-egl-wayland.so.1.1.13",
+                    "/usr/share/vulkan/icd.d/nvidia_icd.json", "/usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+                    "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json"]
+                 | map({hostPath: ., containerPath: ., options: ro}))
+      }
+    }' > "$h/var/run/cdi/nvidia-container-toolkit.json"
+}
+
+nixos nixos-h200 x86_64 8
+nixos nixos-gh200 aarch64 1
+fhs_ubuntu
+
+# Broken trees: copies of nixos-h200 with one fault each.
+broken() { rm -rf "$1"; cp -a nixos-h200 "$1"; }
+broken broken-no-icd
+rm "broken-no-icd/nix/store/$GDH-graphics-drivers/share/vulkan/icd.d/nvidia_icd.x86_64.json"
+broken broken-dangling-icd
+rm -r "broken-dangling-icd/nix/store/$NVH-nvidia-x11-$VER-6.6.30/share/vulkan"
+broken broken-malformed-spec
+head -c 300 nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-malformed-spec/run/cdi/nvidia-container-toolkit.json
+broken broken-low-version
+jq '.cdiVersion = "0.4.0" | .containerEdits.deviceNodes[0].hostPath = "/dev/nvidiactl"' \
+  nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-low-version/run/cdi/nvidia-container-toolkit.json
+broken broken-empty-device
+jq '.devices += [{name: "demo1", containerEdits: {}}]' \
+  nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-empty-device/run/cdi/nvidia-container-toolkit.json
+echo "generated: $(ls -d */ | tr -d / | tr '\n' ' ')"
