@@ -29,7 +29,8 @@ type GPU struct {
 	UUID string `json:"uuid" yaml:"uuid"`
 	// Name is the product name ("NVIDIA H200").
 	Name string `json:"name" yaml:"name"`
-	// Brand is NVML's brand ("Nvidia", "Tesla", ...).
+	// Brand is NVML's brand as nvidia-smi prints it ("NVIDIA", "Tesla",
+	// ...; see BrandName).
 	Brand string `json:"brand,omitempty" yaml:"brand,omitempty"`
 	// Architecture is the GPU family in lower case as GFD names it
 	// ("ampere", "hopper", "blackwell").
@@ -68,10 +69,12 @@ type MIG struct {
 
 // MIGDevice is one MIG device (a GPU instance with its compute instance).
 type MIGDevice struct {
+	// Index is the MIG device's index under its GPU
+	// (nvmlDeviceGetMigDeviceHandleByIndex).
 	Index int `json:"index" yaml:"index"`
 	// UUID is "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 	UUID string `json:"uuid" yaml:"uuid"`
-	// Profile is the MIG profile name ("1g.18gb").
+	// Profile is the MIG profile name ("1g.18gb"; see MIGProfile).
 	Profile string `json:"profile" yaml:"profile"`
 	// MemoryMiB is the device's memory in MiB.
 	MemoryMiB uint64 `json:"memoryMiB" yaml:"memoryMiB"`
@@ -87,6 +90,9 @@ type ECC struct {
 
 // RemappedRows is a GPU's row-remapping state (Ampere and later).
 type RemappedRows struct {
+	// Correctable and Uncorrectable count the rows remapped for each kind
+	// of error; Pending is a remapping that waits for a GPU reset; Failure
+	// is a remapping that failed (nvmlDeviceGetRemappedRows).
 	Correctable   int  `json:"correctable" yaml:"correctable"`
 	Uncorrectable int  `json:"uncorrectable" yaml:"uncorrectable"`
 	Pending       bool `json:"pending" yaml:"pending"`

@@ -2,9 +2,11 @@ package app
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
@@ -20,9 +22,21 @@ func (f *inventoryFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.nvmlLib, "nvml-lib", "", "path of libnvidia-ml.so.1 (default: the dynamic linker's search)")
 }
 
-// inventory builds the inventory from the simulated server or from NVML.
-// STUB: the inventory issue replaces this body.
+// inventory builds the inventory from the simulated server (--simulate) or
+// from NVML, loaded from --nvml-lib, else the config's nvml.library, else
+// through the dynamic linker.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
-	_ = flagOr(fs, "nvml-lib", f.nvmlLib, g.cfg.NVML.Library)
-	return nil, errors.New("inventory: not implemented yet")
+	if f.simulate != "" {
+		if fs.Changed("nvml-lib") {
+			return nil, fault.Usage(errors.New("--simulate and --nvml-lib exclude each other"))
+		}
+		return gpu.Simulate(f.simulate)
+	}
+	lib := flagOr(fs, "nvml-lib", f.nvmlLib, g.cfg.NVML.Library)
+	g.log.Debug("reading the GPU inventory from NVML", "library", lib)
+	inv, err := gpu.FromNVML(lib)
+	if errors.Is(err, gpu.ErrLibraryNotFound) {
+		err = fmt.Errorf("%w (name the library with --nvml-lib or nvml.library in the config file)", err)
+	}
+	return inv, err
 }

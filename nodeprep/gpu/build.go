@@ -1,0 +1,547 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/dl"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// DefaultLibrary is the NVML library loaded when no path is given; the
+// dynamic linker searches for it (LD_LIBRARY_PATH, /etc/ld.so.cache, the
+// default directories).
+const DefaultLibrary = "libnvidia-ml.so.1"
+
+// NixOSLibrary is where NixOS puts the driver's NVML (hardware.graphics /
+// hardware.opengl link the driver's libraries under /run/opengl-driver). It
+// is not on the dynamic linker's path of a system service.
+const NixOSLibrary = "/run/opengl-driver/lib/libnvidia-ml.so.1"
+
+// Sentinel errors for what callers branch on. Build marks each with
+// fault.ErrUnavailable (exit 69) as well, and wraps the nvml.Return that
+// caused it, so errors.Is(err, nvml.ERROR_DRIVER_NOT_LOADED) also holds.
+var (
+	// ErrLibraryNotFound: libnvidia-ml.so.1 could not be loaded
+	// (NVML_ERROR_LIBRARY_NOT_FOUND from nvmlInit).
+	ErrLibraryNotFound = errors.New("NVML library not found")
+	// ErrDriverNotLoaded: the NVIDIA kernel module is not loaded
+	// (NVML_ERROR_DRIVER_NOT_LOADED from nvmlInit).
+	ErrDriverNotLoaded = errors.New("NVIDIA kernel driver not loaded")
+	// ErrVersionMismatch: the NVML library and the kernel module come from
+	// different driver versions, typically after a driver upgrade without a
+	// reboot (NVML_ERROR_LIB_RM_VERSION_MISMATCH from nvmlInit).
+	ErrVersionMismatch = errors.New("NVML library and kernel driver versions differ")
+	// ErrInit: nvmlInit failed for any other reason (no permission on
+	// /dev/nvidia*, ...).
+	ErrInit = errors.New("NVML initialisation failed")
+	// ErrUnknownServer: Simulated or Simulate was given a name that is not
+	// one of SimulatedNames. It is marked fault.ErrUsage (exit 2).
+	ErrUnknownServer = errors.New("unknown simulated server")
+)
+
+// Health reasons that Build records; a query that fails on one GPU adds a
+// reason of the form "reading <what>: <NVML return>".
+const (
+	// ReasonLost: NVML said NVML_ERROR_GPU_IS_LOST for this GPU (fallen off
+	// the bus, Xid 79); nothing else is read from it.
+	ReasonLost = "GPU is lost"
+	// ReasonRowRemapFailure: a row remapping failed; NVIDIA's GPU memory
+	// error management docs say the GPU needs servicing.
+	ReasonRowRemapFailure = "row remapping failed"
+)
+
+// Option configures Build.
+type Option func(*options)
+
+type options struct {
+	libraryPath string
+}
+
+// WithLibraryPath names the NVML library that lib loads ("" means
+// DefaultLibrary through the dynamic linker), so that an
+// ERROR_LIBRARY_NOT_FOUND names what was searched. It does not change lib.
+func WithLibraryPath(path string) Option {
+	return func(o *options) { o.libraryPath = path }
+}
+
+// Open returns the real NVML library at libraryPath, or DefaultLibrary
+// through the dynamic linker when libraryPath is "". Nothing is loaded
+// before Init (Build calls it).
+func Open(libraryPath string) nvml.Interface {
+	if libraryPath == "" {
+		return nvml.New()
+	}
+	return nvml.New(nvml.WithLibraryPath(libraryPath))
+}
+
+// FromNVML builds the inventory of this host from the real NVML library at
+// libraryPath ("" = DefaultLibrary). It is Build(Open(libraryPath)) with
+// the dynamic loader's own message put into the *LibraryError when the
+// library cannot be loaded. Errors are those of Build.
+func FromNVML(libraryPath string) (*Inventory, error) {
+	inv, err := Build(Open(libraryPath), WithLibraryPath(libraryPath))
+	if le, ok := errors.AsType[*LibraryError](err); ok {
+		lib := dl.New(le.Library, dl.RTLD_LAZY|dl.RTLD_LOCAL)
+		if derr := lib.Open(); derr != nil {
+			le.Detail = derr.Error()
+		} else {
+			_ = lib.Close()
+		}
+	}
+	return inv, err
+}
+
+// LibraryError is the error for NVML_ERROR_LIBRARY_NOT_FOUND from nvmlInit:
+// it names the library and where it was searched, and says where NixOS
+// keeps it (NixOSLibrary). errors.Is finds ErrLibraryNotFound and the
+// nvml.Return in it.
+type LibraryError struct {
+	// Library is the name or path given to dlopen.
+	Library string
+	// Searched says where the dynamic linker looked.
+	Searched string
+	// Detail is dlerror's message when known ("...: cannot open shared
+	// object file: No such file or directory").
+	Detail string
+	// Return is what nvmlInit returned.
+	Return nvml.Return
+}
+
+func (e *LibraryError) Error() string {
+	detail := e.Detail
+	if detail == "" {
+		detail = e.Return.Error()
+	}
+	return fmt.Sprintf("initialising NVML: cannot load %s (%s): %s; on NixOS the driver's NVML is %s",
+		e.Library, e.Searched, detail, NixOSLibrary)
+}
+
+// Unwrap returns ErrLibraryNotFound and the nvml.Return.
+func (e *LibraryError) Unwrap() []error { return []error{ErrLibraryNotFound, e.Return} }
+
+// Build reads the inventory from lib. It calls lib.Init, and lib.Shutdown
+// whenever Init succeeded; after a failed Init it calls nothing else.
+//
+// Errors: a failed Init gives an error marked fault.ErrUnavailable that
+// wraps ErrLibraryNotFound (as a *LibraryError), ErrDriverNotLoaded,
+// ErrVersionMismatch or ErrInit, and the nvml.Return. A failure of a system-wide query (driver
+// version, device count) or of Shutdown gives an error marked
+// fault.ErrUnavailable naming the query. A failure on one GPU is not an
+// error: that GPU is reported with Health.Healthy false and a reason
+// (ReasonLost for NVML_ERROR_GPU_IS_LOST), the other GPUs as usual.
+// NVML_ERROR_NOT_SUPPORTED (and ERROR_FUNCTION_NOT_FOUND, from a driver too
+// old for the call) leaves the field absent.
+func Build(lib nvml.Interface, opts ...Option) (inv *Inventory, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, fault.Unavailable(initError(ret, o.libraryPath))
+	}
+	defer func() {
+		if ret := lib.Shutdown(); ret != nvml.SUCCESS && err == nil {
+			inv, err = nil, fault.Unavailable(fmt.Errorf("shutting down NVML: %w", ret))
+		}
+	}()
+
+	inv = &Inventory{GPUs: []GPU{}}
+	if inv.DriverVersion, err = systemString("driver version", lib.SystemGetDriverVersion); err != nil {
+		return nil, err
+	}
+	if inv.NVMLVersion, err = systemString("NVML version", lib.SystemGetNVMLVersion); err != nil {
+		return nil, err
+	}
+	cuda, ret := lib.SystemGetCudaDriverVersion()
+	switch {
+	case ret == nvml.SUCCESS:
+		inv.CUDADriverVersion = CUDAVersion(cuda)
+	case !absent(ret):
+		return nil, fault.Unavailable(fmt.Errorf("reading CUDA driver version: %w", ret))
+	}
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fault.Unavailable(fmt.Errorf("counting GPUs: %w", ret))
+	}
+	inv.GPUs = make([]GPU, 0, count)
+	for i := range count {
+		inv.GPUs = append(inv.GPUs, readGPU(lib, i))
+	}
+	return inv, nil
+}
+
+func initError(ret nvml.Return, libraryPath string) error {
+	switch ret {
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		e := &LibraryError{Library: libraryPath, Searched: "the path given", Return: ret}
+		if libraryPath == "" {
+			e.Library = DefaultLibrary
+			e.Searched = "searched by the dynamic linker: LD_LIBRARY_PATH, /etc/ld.so.cache, /lib, /usr/lib"
+		} else if !strings.Contains(libraryPath, "/") {
+			e.Searched = "a bare name, searched by the dynamic linker"
+		}
+		return e
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		return fmt.Errorf("%w: initialising NVML: %w (is the nvidia kernel module loaded? see lsmod, dmesg)", ErrDriverNotLoaded, ret)
+	case nvml.ERROR_LIB_RM_VERSION_MISMATCH:
+		return fmt.Errorf("%w: initialising NVML: %w (the driver was upgraded without reloading the kernel module; reboot)", ErrVersionMismatch, ret)
+	}
+	return fmt.Errorf("%w: initialising NVML: %w", ErrInit, ret)
+}
+
+func systemString(what string, get func() (string, nvml.Return)) (string, error) {
+	s, ret := get()
+	if ret != nvml.SUCCESS {
+		return "", fault.Unavailable(fmt.Errorf("reading %s: %w", what, ret))
+	}
+	return s, nil
+}
+
+// absent reports whether ret means "this field does not exist here" rather
+// than a failure.
+func absent(ret nvml.Return) bool {
+	return ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND
+}
+
+// CUDAVersion formats nvmlSystemGetCudaDriverVersion's integer
+// (major*1000 + minor*10, NVML docs) as "major.minor": 12040 → "12.4".
+func CUDAVersion(v int) string {
+	return fmt.Sprintf("%d.%d", v/1000, v%1000/10)
+}
+
+// reader reads one GPU's fields, turning NVML returns into field absence or
+// health reasons. Once the GPU is lost it reads nothing more.
+type reader struct {
+	g    *GPU
+	lost bool
+}
+
+// ok reports whether a query's value is usable. NOT_SUPPORTED is false
+// without a reason; GPU_IS_LOST marks the GPU lost; any other failure adds
+// a reason naming the query.
+func (r *reader) ok(what string, ret nvml.Return) bool {
+	switch {
+	case ret == nvml.SUCCESS:
+		return true
+	case absent(ret):
+	case ret == nvml.ERROR_GPU_IS_LOST:
+		r.lost = true
+		r.g.Health.Reasons = append(r.g.Health.Reasons, ReasonLost)
+	default:
+		r.g.Health.Reasons = append(r.g.Health.Reasons, fmt.Sprintf("reading %s: %v", what, ret))
+	}
+	return false
+}
+
+func readGPU(lib nvml.Interface, index int) GPU {
+	g := GPU{Index: index}
+	r := &reader{g: &g}
+	dev, ret := lib.DeviceGetHandleByIndex(index)
+	if r.ok("device handle", ret) {
+		r.read(dev)
+	}
+	g.Health.Healthy = len(g.Health.Reasons) == 0
+	return g
+}
+
+// read fills r.g from dev, stopping at the first sign that the GPU is lost.
+func (r *reader) read(dev nvml.Device) {
+	g := r.g
+	steps := []func(){
+		func() {
+			if v, ret := dev.GetUUID(); r.ok("UUID", ret) {
+				g.UUID = v
+			}
+		},
+		func() {
+			if v, ret := dev.GetMinorNumber(); r.ok("minor number", ret) {
+				g.Minor = v
+			}
+		},
+		func() {
+			if v, ret := dev.GetName(); r.ok("name", ret) {
+				g.Name = v
+			}
+		},
+		func() {
+			if v, ret := dev.GetBrand(); r.ok("brand", ret) {
+				g.Brand = BrandName(v)
+			}
+		},
+		func() {
+			p, ret := dev.GetPciInfo()
+			if !r.ok("PCI info", ret) {
+				return
+			}
+			id, err := NormalizeBusID(cString(p.BusId[:]))
+			if err != nil {
+				g.Health.Reasons = append(g.Health.Reasons, fmt.Sprintf("reading PCI info: %v", err))
+				return
+			}
+			g.PCIBusID = id
+		},
+		func() {
+			if m, ret := dev.GetMemoryInfo(); r.ok("memory info", ret) {
+				g.MemoryMiB = m.Total / (1 << 20)
+			}
+		},
+		func() {
+			if major, minor, ret := dev.GetCudaComputeCapability(); r.ok("compute capability", ret) {
+				g.ComputeMajor, g.ComputeMinor = major, minor
+			}
+		},
+		func() {
+			g.Architecture = Family(g.ComputeMajor, g.ComputeMinor)
+			if g.Architecture != "" {
+				return
+			}
+			if a, ret := dev.GetArchitecture(); r.ok("architecture", ret) {
+				g.Architecture = architectureName(a)
+			}
+		},
+		func() {
+			if v, ret := dev.GetPersistenceMode(); r.ok("persistence mode", ret) {
+				on := v == nvml.FEATURE_ENABLED
+				g.PersistenceMode = &on
+			}
+		},
+		func() { r.readMIG(dev) },
+		func() {
+			current, _, ret := dev.GetEccMode()
+			if !r.ok("ECC mode", ret) {
+				return
+			}
+			g.ECC = &ECC{Enabled: current == nvml.FEATURE_ENABLED}
+			if !g.ECC.Enabled {
+				return
+			}
+			if n, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); r.ok("ECC errors", ret) {
+				g.ECC.VolatileUncorrected = n
+			}
+		},
+		func() {
+			corr, unc, pending, failure, ret := dev.GetRemappedRows()
+			if r.ok("remapped rows", ret) {
+				g.RemappedRows = &RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pending, Failure: failure}
+			}
+		},
+		func() {
+			if t, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU); r.ok("temperature", ret) {
+				c := int(t)
+				g.TemperatureC = &c
+			}
+		},
+	}
+	for _, step := range steps {
+		if r.lost {
+			return
+		}
+		step()
+	}
+	g.Health.Reasons = append(g.Health.Reasons, verdict(g)...)
+}
+
+func (r *reader) readMIG(dev nvml.Device) {
+	g := r.g
+	current, pending, ret := dev.GetMigMode()
+	if !r.ok("MIG mode", ret) {
+		return
+	}
+	g.MIG = &MIG{Current: current == nvml.DEVICE_MIG_ENABLE, Pending: pending == nvml.DEVICE_MIG_ENABLE}
+	if !g.MIG.Current {
+		return
+	}
+	n, ret := dev.GetMaxMigDeviceCount()
+	if !r.ok("MIG device count", ret) {
+		return
+	}
+	for i := range n {
+		mig, ret := dev.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue // an empty slot
+		}
+		what := fmt.Sprintf("MIG device %d", i)
+		if !r.ok(what, ret) {
+			if r.lost {
+				return
+			}
+			continue
+		}
+		d := MIGDevice{Index: i}
+		if v, ret := mig.GetUUID(); r.ok(what+" UUID", ret) {
+			d.UUID = v
+		}
+		if a, ret := mig.GetAttributes(); r.ok(what+" attributes", ret) {
+			d.MemoryMiB = a.MemorySizeMB
+			d.Profile = MIGProfile(a.GpuInstanceSliceCount, a.ComputeInstanceSliceCount, a.MemorySizeMB, g.MemoryMiB)
+		}
+		if r.lost {
+			return
+		}
+		g.MIG.Devices = append(g.MIG.Devices, d)
+	}
+}
+
+// verdict returns the health reasons that g's own signals give.
+func verdict(g *GPU) []string {
+	var reasons []string
+	if g.RemappedRows != nil && g.RemappedRows.Failure {
+		reasons = append(reasons, ReasonRowRemapFailure)
+	}
+	if g.ECC != nil && g.ECC.VolatileUncorrected > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", g.ECC.VolatileUncorrected))
+	}
+	if g.MIG != nil && g.MIG.Current != g.MIG.Pending {
+		reasons = append(reasons, fmt.Sprintf("MIG mode change pending (now %s, after reset %s): reset the GPU", onOff(g.MIG.Current), onOff(g.MIG.Pending)))
+	}
+	return reasons
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// cString returns the NUL-terminated string in a C char array.
+func cString(b []int8) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s.WriteByte(byte(c))
+	}
+	return s.String()
+}
+
+// Family returns the GPU family in lower case from the CUDA compute
+// capability, as GPU Feature Discovery names it for the
+// nvidia.com/gpu.family label (k8s-device-plugin internal/lm/resource.go,
+// getArchFamily; 10.x and 12.x are "blackwell" there since v0.17). It
+// returns "" for a capability GFD calls "undefined".
+func Family(major, minor int) string {
+	switch major {
+	case 1:
+		return "tesla"
+	case 2:
+		return "fermi"
+	case 3:
+		return "kepler"
+	case 5:
+		return "maxwell"
+	case 6:
+		return "pascal"
+	case 7:
+		if minor < 5 {
+			return "volta"
+		}
+		return "turing"
+	case 8:
+		if minor < 9 {
+			return "ampere"
+		}
+		return "ada-lovelace"
+	case 9:
+		return "hopper"
+	case 10, 12:
+		return "blackwell"
+	}
+	return ""
+}
+
+// architectureName names an nvmlDeviceArchitecture_t in GFD's spelling, for
+// GPUs whose compute capability Family does not know.
+func architectureName(a nvml.DeviceArchitecture) string {
+	switch a {
+	case nvml.DEVICE_ARCH_KEPLER:
+		return "kepler"
+	case nvml.DEVICE_ARCH_MAXWELL:
+		return "maxwell"
+	case nvml.DEVICE_ARCH_PASCAL:
+		return "pascal"
+	case nvml.DEVICE_ARCH_VOLTA:
+		return "volta"
+	case nvml.DEVICE_ARCH_TURING:
+		return "turing"
+	case nvml.DEVICE_ARCH_AMPERE:
+		return "ampere"
+	case nvml.DEVICE_ARCH_ADA:
+		return "ada-lovelace"
+	case nvml.DEVICE_ARCH_HOPPER:
+		return "hopper"
+	case nvml.DEVICE_ARCH_BLACKWELL:
+		return "blackwell"
+	case nvml.DEVICE_ARCH_RUBIN:
+		return "rubin"
+	}
+	return ""
+}
+
+// BrandName returns nvidia-smi's "Product Brand" for an nvmlBrandType_t
+// ("NVIDIA", "Tesla", "GeForce RTX", ...), "" for BRAND_UNKNOWN or a value
+// this version does not know.
+func BrandName(b nvml.BrandType) string {
+	switch b {
+	case nvml.BRAND_QUADRO:
+		return "Quadro"
+	case nvml.BRAND_TESLA:
+		return "Tesla"
+	case nvml.BRAND_NVS:
+		return "NVS"
+	case nvml.BRAND_GRID:
+		return "GRID"
+	case nvml.BRAND_GEFORCE:
+		return "GeForce"
+	case nvml.BRAND_TITAN:
+		return "Titan"
+	case nvml.BRAND_NVIDIA_VAPPS:
+		return "NVIDIA Virtual Applications"
+	case nvml.BRAND_NVIDIA_VPC:
+		return "NVIDIA Virtual PC"
+	case nvml.BRAND_NVIDIA_VCS:
+		return "NVIDIA Virtual Compute Server"
+	case nvml.BRAND_NVIDIA_VWS:
+		return "NVIDIA RTX Virtual Workstation"
+	case nvml.BRAND_NVIDIA_CLOUD_GAMING:
+		return "NVIDIA Cloud Gaming"
+	case nvml.BRAND_QUADRO_RTX:
+		return "Quadro RTX"
+	case nvml.BRAND_NVIDIA_RTX:
+		return "NVIDIA RTX"
+	case nvml.BRAND_NVIDIA:
+		return "NVIDIA"
+	case nvml.BRAND_GEFORCE_RTX:
+		return "GeForce RTX"
+	case nvml.BRAND_TITAN_RTX:
+		return "Titan RTX"
+	}
+	return ""
+}
+
+// MIGProfile names a MIG device's profile from its attributes the way
+// go-nvlib does (pkg/nvlib/device/mig_profile.go), which is the name
+// nvidia-smi and the device plugin use: "<g>g.<mem>gb", or
+// "<c>c.<g>g.<mem>gb" when the compute instance has fewer slices than its
+// GPU instance. giSlices and ciSlices are slice counts; migMiB and
+// parentMiB are the MIG device's and the whole GPU's memory in MiB. The
+// memory is the MIG device's fraction of the GPU rounded up to eighths,
+// times the GPU's memory in whole GiB (rounded up).
+func MIGProfile(giSlices, ciSlices uint32, migMiB, parentMiB uint64) string {
+	gb := migMiB / 1024
+	if parentMiB > 0 {
+		frac := math.Ceil(float64(migMiB)/float64(parentMiB)*8) / 8
+		totalGiB := float64((parentMiB + 1023) / 1024)
+		gb = uint64(math.Round(frac * totalGiB))
+	}
+	if ciSlices != 0 && ciSlices != giSlices {
+		return fmt.Sprintf("%dc.%dg.%dgb", ciSlices, giSlices, gb)
+	}
+	return fmt.Sprintf("%dg.%dgb", giSlices, gb)
+}

@@ -1,0 +1,70 @@
+package gpu
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes inv as the table `nodeprep inspect` prints: a header
+// with the driver, NVML and CUDA versions, one row per GPU (index, UUID,
+// name, PCI bus id, memory in MiB, compute capability, MIG mode, health),
+// then one line per MIG device. The layout is for people; scripts use the
+// JSON or YAML form. Errors are w's.
+func (inv *Inventory) WriteText(w io.Writer) error {
+	var b strings.Builder
+	if inv.Simulated {
+		fmt.Fprintf(&b, "simulated server %s (no real driver)\n", inv.Server)
+	}
+	fmt.Fprintf(&b, "driver %s, NVML %s, CUDA %s, %d GPUs\n",
+		orDash(inv.DriverVersion), orDash(inv.NVMLVersion), orDash(inv.CUDADriverVersion), len(inv.GPUs))
+	if len(inv.GPUs) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tBUS ID\tMEMORY MiB\tCC\tMIG\tHEALTH")
+		for _, g := range inv.GPUs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d.%d\t%s\t%s\n",
+				g.Index, orDash(g.UUID), orDash(g.Name), orDash(g.PCIBusID), g.MemoryMiB,
+				g.ComputeMajor, g.ComputeMinor, migText(g.MIG), healthText(g.Health))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, g := range inv.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		for _, d := range g.MIG.Devices {
+			fmt.Fprintf(&b, "GPU %d MIG %d: %s %s, %d MiB\n", g.Index, d.Index, d.UUID, d.Profile, d.MemoryMiB)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func migText(m *MIG) string {
+	switch {
+	case m == nil:
+		return "-"
+	case m.Current != m.Pending:
+		return onOff(m.Current) + "→" + onOff(m.Pending)
+	case m.Current:
+		return fmt.Sprintf("on(%d)", len(m.Devices))
+	}
+	return "off"
+}
+
+func healthText(h Health) string {
+	if h.Healthy {
+		return "ok"
+	}
+	return "FAILED: " + strings.Join(h.Reasons, "; ")
+}
