@@ -1,0 +1,90 @@
+package cdi_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/cdi"
+)
+
+func FuzzParseManifest(f *testing.F) {
+	for _, seed := range []string{
+		`{"file_format_version":"1.0.1","ICD":{"library_path":"/nix/store/x/lib/libGLX_nvidia.so.0","api_version":"1.3.277"}}`,
+		`{"file_format_version":"1.0.1","layers":[{"name":"a","library_path":"liba.so"},{"name":"meta"}]}`,
+		`{"file_format_version":"1.0.0","layer":{"name":"b","library_path":""}}`,
+		`{"ICD":{}}`, `[]`, `null`,
+	} {
+		f.Add(0, []byte(seed))
+	}
+	kinds := []cdi.ManifestKind{cdi.KindICD, cdi.KindImplicitLayer, cdi.KindEGLVendor, cdi.KindEGLPlatform}
+	f.Fuzz(func(t *testing.T, k int, data []byte) {
+		kind := kinds[uint(k)%uint(len(kinds))]
+		info, err := cdi.ParseManifest(kind, data)
+		if err != nil {
+			return
+		}
+		if info.FileFormatVersion == "" {
+			t.Fatal("parsed a manifest without file_format_version")
+		}
+		for _, l := range info.Libraries {
+			if l == "" {
+				t.Fatal("empty library path accepted")
+			}
+		}
+		if kind != cdi.KindImplicitLayer && len(info.Libraries) != 1 {
+			t.Fatalf("%d libraries for a %s manifest", len(info.Libraries), kind)
+		}
+	})
+}
+
+// FuzzPatchIdempotent: any spec the CDI library accepts patches without a
+// panic, the result is valid, and patch(patch(x)) == patch(x).
+func FuzzPatchIdempotent(f *testing.F) {
+	for _, s := range []string{"nixos-h200", "fhs-ubuntu", "broken-low-version", "broken-index-names"} {
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "hosts", s, "run", "cdi", "nvidia-container-toolkit.json"))
+		if err != nil {
+			data, _ = os.ReadFile(filepath.Join("..", "testdata", "hosts", s, "var", "run", "cdi", "nvidia-container-toolkit.json"))
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"cdiVersion":"0.3.0","kind":"a.b/c","devices":[{"name":"x","containerEdits":{"env":["A=1"]}}]}`))
+	f.Add([]byte("cdiVersion: 0.6.0\nkind: v.io/c\ndevices:\n- name: d\n  containerEdits:\n    mounts:\n    - {hostPath: /a, containerPath: /etc/vulkan/icd.d/nvidia_icd.json}\n"))
+	root := hostTree(f, "nixos-h200")
+	g, err := cdi.Discover(root, cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		spec, err := cdi.ParseSpec(data)
+		if err != nil || cdi.ValidateBytes(data, cdi.FormatYAML) != nil && cdi.RequiredVersion(spec) == spec.Version {
+			return // not a spec the tool accepts
+		}
+		if len(cdi.EmptyEditDevices(spec)) > 0 {
+			return // refused by PatchFile before patching
+		}
+		cdi.Patch(spec, g, root)
+		once, err := cdi.Encode(spec, cdi.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cdi.ValidateBytes(once, cdi.FormatJSON); err != nil {
+			if cdi.ValidateBytes(data, cdi.FormatYAML) == nil {
+				t.Fatalf("patching a valid spec made it invalid: %v", err)
+			}
+			return
+		}
+		again, err := cdi.ParseSpec(once)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changes, _ := cdi.Patch(again, g, root); len(changes) != 0 {
+			t.Fatalf("second patch changed %v", changes)
+		}
+		twice, _ := cdi.Encode(again, cdi.FormatJSON)
+		if !bytes.Equal(once, twice) {
+			t.Fatal("patch(patch(x)) != patch(x)")
+		}
+	})
+}

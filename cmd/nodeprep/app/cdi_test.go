@@ -1,0 +1,110 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// runCLI runs nodeprep in-process and returns its output and exit code.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Run(args, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	code = report(&errOut, err)
+	return out.String(), errOut.String(), code
+}
+
+// hostCopy copies testdata/hosts/<scenario> to a temporary root.
+func hostCopy(t *testing.T, scenario string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), scenario)
+	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return dst
+}
+
+const specRel = "run/cdi/nvidia-container-toolkit.json"
+
+func TestCDIExitCodes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		scenario string
+		args     []string
+		prepare  func(t *testing.T, root string)
+		want     int
+		stderr   string // substring of stderr
+		stdout   string // substring of stdout
+		changed  bool   // the spec file changes
+	}{
+		{name: "patch", scenario: "nixos-h200", args: []string{"cdi", "patch"}, want: 0, stdout: "patched", changed: true},
+		{name: "dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, want: 0, stdout: "+        \"containerPath\": \"/etc/vulkan/icd.d/nvidia_icd.json\""},
+		{name: "check-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--check"}, want: 1, stderr: "not patched"},
+		{name: "fhs-noop", scenario: "fhs-ubuntu", args: []string{"cdi", "patch", "--check"}, want: 0},
+		{name: "check", scenario: "nixos-h200", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "missing-icd"},
+		{name: "check-uuid-names", scenario: "broken-index-names", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "nvidia.com/gpu=GPU-228ca55b-c816-53ac-b2f8-4d631ef053c9 is not in the spec"},
+		{name: "check-index-names", scenario: "broken-index-names", args: []string{"cdi", "check", "--simulate", "dgx-h200", "--device-names", "index"}, want: 1},
+		{name: "no-icd", scenario: "broken-no-icd", args: []string{"cdi", "patch"}, want: 1, stdout: "no-icd-on-host"},
+		{name: "missing-spec", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, specRel))
+		}, want: 69, stderr: "has nvidia-container-toolkit-cdi-generator.service"},
+		{name: "malformed", scenario: "broken-malformed-spec", args: []string{"cdi", "patch"}, want: 65, stderr: "reading CDI spec"},
+		{name: "empty-device", scenario: "broken-empty-device", args: []string{"cdi", "patch"}, want: 65, stderr: "device demo1 has no container edits"},
+		{name: "bad-config", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specPath: /x\n"), 0o644)
+		}, want: 65, stderr: "field specPath not found"},
+		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
+		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			h, _ := hostfs.New(root)
+			unlock, err := h.Lock(context.Background(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { unlock() })
+		}, want: 75, stderr: "held by another nodeprep"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := hostCopy(t, tt.scenario)
+			if tt.prepare != nil {
+				tt.prepare(t, root)
+			}
+			before, _ := os.ReadFile(filepath.Join(root, specRel))
+			stdout, stderr, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, stdout, stderr)
+			}
+			if !strings.Contains(stderr, tt.stderr) || !strings.Contains(stdout, tt.stdout) {
+				t.Errorf("output lacks %q / %q\nstdout:\n%s\nstderr:\n%s", tt.stdout, tt.stderr, stdout, stderr)
+			}
+			after, _ := os.ReadFile(filepath.Join(root, specRel))
+			if changed := !bytes.Equal(before, after); changed != tt.changed {
+				t.Errorf("spec changed = %v, want %v", changed, tt.changed)
+			}
+		})
+	}
+}
+
+// TestCDICheckJSON: -o json prints the findings with stable field names.
+func TestCDICheckJSON(t *testing.T) {
+	root := hostCopy(t, "nixos-h200")
+	stdout, _, code := runCLI(t, "--root", root, "-o", "json", "cdi", "check", "--simulate", "dgx-h200")
+	if code != 1 || !strings.Contains(stdout, `"code": "missing-icd"`) || !strings.Contains(stdout, `"severity": "error"`) {
+		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+	if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != 0 {
+		t.Fatalf("patch exit %d", code)
+	}
+	if stdout, _, code := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200"); code != 0 {
+		t.Fatalf("check after patch: exit %d\n%s", code, stdout)
+	}
+}
