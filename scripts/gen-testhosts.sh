@@ -28,9 +28,13 @@ stub() { mkdir -p "$(dirname "$1")"; : > "$1"; }
 lnk() { mkdir -p "$(dirname "$2")"; ln -sfn "$1" "$2"; }
 json() { mkdir -p "$(dirname "$1")"; cat > "$1"; }
 
-# nixos HOST MACHINE NGPUS: a NixOS host with the NVIDIA driver.
+# nixos HOST MACHINE NGPUS [UUIDS_JSON]: a NixOS host with the NVIDIA driver.
+# With UUIDS_JSON the spec names each GPU by index and by UUID, as
+# `nvidia-ctk cdi generate --device-name-strategy=index
+# --device-name-strategy=uuid` does (hardware.nvidia-container-toolkit's
+# device-name-strategy); the k8s device plugin asks for the UUID names.
 nixos() {
-  local h=$1 mach=$2 n=$3
+  local h=$1 mach=$2 n=$3 uuids=${4:-[]}
   rm -rf "$h"; mkdir -p "$h"
   local NV=/nix/store/$NVH-nvidia-x11-$VER-6.6.30 GL=/nix/store/$GLH-libglvnd-1.7.0
   local GD=/nix/store/$GDH-graphics-drivers MS=/nix/store/$MSH-mesa-24.0.7
@@ -147,13 +151,14 @@ EOF
   for ((i = 0; i < n; i++)); do stub "$h/dev/nvidia$i"; stub "$h/dev/dri/card$((i + 1))"; stub "$h/dev/dri/renderD$((128 + i))"; done
   # the spec nvidia-ctk cdi generate writes on NixOS (index device names)
   mkdir -p "$h/run/cdi"
-  jq -n --arg nv "$NV" --arg ver "$VER" --arg ct "$CT" --arg lc "$LC" --argjson n "$n" '
+  jq -n --arg nv "$NV" --arg ver "$VER" --arg ct "$CT" --arg lc "$LC" --argjson n "$n" --argjson uuids "$uuids" '
     def nodes($i): [{path: "/dev/nvidia\($i)"}, {path: "/dev/dri/card\($i + 1)"}, {path: "/dev/dri/renderD\(128 + $i)"}];
     def ro: ["ro", "nosuid", "nodev", "bind"];
     {
       cdiVersion: "0.5.0",
       kind: "nvidia.com/gpu",
       devices: ([range(0; $n) | {name: "\(.)", containerEdits: {deviceNodes: nodes(.)}}]
+        + [$uuids | to_entries[] | {name: .value, containerEdits: {deviceNodes: nodes(.key)}}]
         + [{name: "all", containerEdits: {deviceNodes: [range(0; $n) | nodes(.)[]]}}]),
       containerEdits: {
         env: ["NVIDIA_VISIBLE_DEVICES=void"],
@@ -213,7 +218,9 @@ EOF
     }' > "$h/var/run/cdi/nvidia-container-toolkit.json"
 }
 
-nixos nixos-h200 x86_64 8
+# The simulated DGX H200's UUIDs (stable: UUIDv5 of "dgx-h200/<index>").
+h200_uuids=$(cd ../.. && go run ./cmd/nodeprep inspect --simulate dgx-h200 -o json | jq -c '[.gpus[].uuid]')
+nixos nixos-h200 x86_64 8 "$h200_uuids"
 nixos nixos-gh200 aarch64 1
 fhs_ubuntu
 
@@ -228,6 +235,9 @@ head -c 300 nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-malformed-
 broken broken-low-version
 jq '.cdiVersion = "0.4.0" | .containerEdits.deviceNodes[0].hostPath = "/dev/nvidiactl"' \
   nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-low-version/run/cdi/nvidia-container-toolkit.json
+broken broken-index-names
+jq '.devices |= map(select(.name | startswith("GPU-") | not))' \
+  nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-index-names/run/cdi/nvidia-container-toolkit.json
 broken broken-empty-device
 jq '.devices += [{name: "demo1", containerEdits: {}}]' \
   nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-empty-device/run/cdi/nvidia-container-toolkit.json
