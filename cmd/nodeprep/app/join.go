@@ -1,6 +1,173 @@
 package app
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
 
-// STUB: replaced by the issue that builds this command.
-func newJoinCommand(g *globals) *cobra.Command { return &cobra.Command{Use: "join", Hidden: true} }
+	"github.com/spf13/cobra"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// joinOptions are `nodeprep join`'s flags.
+type joinOptions struct {
+	inv                 inventoryFlags
+	k3sConfig           string
+	dropIn              string
+	labels              []string
+	taints              []string
+	k3sArgs             []string
+	noDefaultTaint      bool
+	gfdLabels           bool
+	allowOverride       bool
+	requireUnregistered bool
+	dryRun              bool
+	wait                string
+}
+
+func newJoinCommand(g *globals) *cobra.Command {
+	o := &joinOptions{}
+	cmd := &cobra.Command{
+		Use:   "join",
+		Short: "Write the k3s agent drop-in with the node's labels and taints",
+		Long: `join writes <k3s config>.d/50-nodeprep.yaml with node-label+ and node-taint+
+lists so that the node registers with its taints (default
+nvidia.com/gpu=present:NoSchedule) and GPU Feature Discovery's labels. It merges
+config.yaml, the drop-ins and the k3s arguments as k3s does, reports the
+effective lists, and fails when a later file or argument would undo what it
+adds. Taints reach the Node object only when it is first registered.
+
+The k3s config file is --k3s-config, else $K3S_CONFIG_FILE, else join.k3sConfig
+from the config file, else /etc/rancher/k3s/config.yaml.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
+	}
+	f := cmd.Flags()
+	o.inv.add(f)
+	f.StringVar(&o.k3sConfig, "k3s-config", "", "host path of k3s's config.yaml; drop-ins are read from <path>.d (default "+k3s.DefaultConfigPath+")")
+	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
+	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
+	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
+	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
+	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
+	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
+	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
+	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the drop-in and write nothing")
+	addWaitFlag(cmd, &o.wait)
+	return cmd
+}
+
+// joinReport is what `join` prints with -o json|yaml.
+type joinReport struct {
+	*k3s.Result `json:",inline" yaml:",inline"`
+	DryRun      bool `json:"dryRun" yaml:"dryRun"`
+	Simulated   bool `json:"simulated" yaml:"simulated"`
+}
+
+func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
+	fs := cmd.Flags()
+	cfg := g.cfg.Join
+	configPath := cfg.K3sConfig
+	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
+		configPath = env // what k3s itself reads; k3s lets it win over --config
+	}
+	configPath = flagOr(fs, "k3s-config", o.k3sConfig, configPath)
+
+	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
+	if err != nil {
+		return err
+	}
+	userTaints, err := k3s.ParseTaints(flagOr(fs, "taint", o.taints, cfg.Taints))
+	if err != nil {
+		return err
+	}
+	defaultTaint := cfg.DefaultTaint == nil || *cfg.DefaultTaint
+	if fs.Changed("no-default-taint") {
+		defaultTaint = !o.noDefaultTaint
+	}
+	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
+	gfd = flagOr(fs, "gfd-labels", o.gfdLabels, gfd)
+
+	report := joinReport{DryRun: o.dryRun}
+	var inv *gpu.Inventory
+	if gfd || fs.Changed("simulate") {
+		if inv, err = o.inv.inventory(g, fs); err != nil {
+			return err
+		}
+		report.Simulated = inv.Simulated
+	}
+	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: gfd, Extra: userLabels})
+	if err != nil {
+		return err
+	}
+	opts := k3s.Options{
+		ConfigPath:          configPath,
+		DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
+		Labels:              labels,
+		Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
+		K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
+		AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
+		RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
+	}
+
+	if !o.dryRun {
+		ctx := cmd.Context()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		unlock, err := lock(ctx, g, cmd, o.wait)
+		if err != nil {
+			return err
+		}
+		defer unlock() //nolint:errcheck // closing the lock file releases it
+	}
+	res, err := k3s.Plan(g.host, opts)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		g.log.Warn(w)
+	}
+	if !o.dryRun {
+		if err := k3s.Apply(g.host, res); err != nil {
+			return err
+		}
+	}
+	report.Result = res
+	return g.print(report, func(w io.Writer) error {
+		if o.dryRun {
+			_, err := io.WriteString(w, res.Content)
+			return err
+		}
+		return printJoin(w, res)
+	})
+}
+
+func printJoin(w io.Writer, r *k3s.Result) error {
+	verb := "wrote"
+	if !r.Written {
+		verb = "unchanged"
+	}
+	fmt.Fprintf(w, "%s %s (%d labels, %d taints)\n", verb, r.DropInPath, len(r.Labels), len(r.Taints))
+	if r.Registered {
+		fmt.Fprintf(w, "registered: yes (%s): new taints will not reach the Node object\n", r.RegistrationEvidence)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, list := range []struct {
+		name    string
+		entries []k3s.Entry
+	}{{"node-label", r.Effective.NodeLabels}, {"node-taint", r.Effective.NodeTaints}} {
+		fmt.Fprintf(tw, "effective %s (%d):\n", list.name, len(list.entries))
+		for _, e := range list.entries {
+			fmt.Fprintf(tw, "  %s\t%s\n", e.Value, e.Source)
+		}
+	}
+	// Warnings went to the log (stderr); -o json|yaml carries them too.
+	return tw.Flush()
+}

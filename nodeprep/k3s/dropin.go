@@ -1,0 +1,522 @@
+package k3s
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// DefaultDropIn is the file nodeprep writes in the drop-in directory. "50-"
+// leaves room for files that must sort before (defaults) or after (site
+// overrides) it.
+const DefaultDropIn = "50-nodeprep.yaml"
+
+// DefaultDataDir is k3s's state directory (k3s --data-dir).
+const DefaultDataDir = "/var/lib/rancher/k3s"
+
+// DropInMode is the mode of the drop-in: k3s config files can hold the join
+// token, so drop-ins are kept private to root like config.yaml should be.
+const DropInMode fs.FileMode = 0o600
+
+// dropInHeader opens every drop-in nodeprep writes.
+const dropInHeader = `# Written by nodeprep (nodeprep join). Do not edit: nodeprep rewrites it.
+# k3s appends these lists ("key+") to node-label and node-taint from config.yaml
+# and the drop-ins before this one. Taints apply only when the node registers.
+`
+
+// Options are the inputs of Plan. The zero value of a field means its
+// default.
+type Options struct {
+	// ConfigPath is the host path of k3s's config.yaml (default
+	// DefaultConfigPath); drop-ins are read from DropInDir(ConfigPath).
+	ConfigPath string
+	// DropIn is the file name nodeprep writes in the drop-in directory
+	// (default DefaultDropIn). It must be a plain name ending in .yaml or
+	// .yml, or k3s would not read it.
+	DropIn string
+	// Labels and Taints are what the drop-in adds (node-label+, node-taint+).
+	// They are written sorted; a label key or a taint key and effect given
+	// twice with different values is an error.
+	Labels []Label
+	Taints []Taint
+	// K3sArgs are the k3s agent's command-line arguments; they apply after
+	// every file (see Merge).
+	K3sArgs []string
+	// AllowOverride turns a later drop-in or argument that replaces
+	// nodeprep's entries from an error into a warning.
+	AllowOverride bool
+	// RequireUnregistered turns "the node has already registered" from a
+	// warning into an error.
+	RequireUnregistered bool
+	// DataDir is k3s's state directory (default DefaultDataDir); agent state
+	// under <DataDir>/agent means the node has registered.
+	DataDir string
+}
+
+// Result is what Plan found and what Apply did.
+type Result struct {
+	// ConfigPath is the k3s config file the drop-in belongs to.
+	ConfigPath string `json:"configPath" yaml:"configPath"`
+	// DropInPath is the host path of nodeprep's drop-in.
+	DropInPath string `json:"dropInPath" yaml:"dropInPath"`
+	// Content is the drop-in's bytes.
+	Content string `json:"content" yaml:"content"`
+	// Labels and Taints are what the drop-in adds, sorted.
+	Labels []Label `json:"labels" yaml:"labels"`
+	Taints []Taint `json:"taints" yaml:"taints"`
+	// Effective is the merged configuration with the new drop-in in place
+	// and the k3s arguments applied.
+	Effective *Effective `json:"effective" yaml:"effective"`
+	// Registered is true when k3s agent state shows the node has already
+	// registered; RegistrationEvidence names the file that shows it.
+	Registered           bool   `json:"registered" yaml:"registered"`
+	RegistrationEvidence string `json:"registrationEvidence,omitempty" yaml:"registrationEvidence,omitempty"`
+	// Warnings are findings that do not stop the write.
+	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+	// Changed is true when the drop-in on disk differs from Content (or is
+	// missing); Apply writes only then.
+	Changed bool `json:"changed" yaml:"changed"`
+	// Written is set by Apply when it wrote the file.
+	Written bool `json:"written" yaml:"written"`
+}
+
+// Render returns the drop-in's bytes for labels and taints: a header comment,
+// then "node-label+:" and "node-taint+:" lists, each sorted, a key left out
+// when its list is empty. The output depends only on the sets given.
+func Render(labels []Label, taints []Taint) []byte {
+	ls := slices.Clone(labels)
+	sort.Slice(ls, func(i, j int) bool { return ls[i].String() < ls[j].String() })
+	ts := slices.Clone(taints)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].String() < ts[j].String() })
+	doc := struct {
+		Labels []string `yaml:"node-label+,omitempty"`
+		Taints []string `yaml:"node-taint+,omitempty"`
+	}{}
+	for _, l := range ls {
+		doc.Labels = append(doc.Labels, l.String())
+	}
+	for _, t := range ts {
+		doc.Taints = append(doc.Taints, t.String())
+	}
+	var buf bytes.Buffer
+	buf.WriteString(dropInHeader)
+	if len(doc.Labels) == 0 && len(doc.Taints) == 0 {
+		return buf.Bytes()
+	}
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	// Encoding a struct of string lists cannot fail.
+	_ = enc.Encode(doc)
+	_ = enc.Close()
+	return buf.Bytes()
+}
+
+// Plan validates opts, reads the k3s config files under root, merges them
+// with the new drop-in in place and the k3s arguments, and reports what the
+// drop-in would be and what k3s would end up with. It writes nothing.
+//
+// Errors, each naming the file or value:
+//   - fault.ErrMalformed: an invalid label or taint (ours, or one in the
+//     effective lists that k3s would pass to the kubelet), a duplicate label
+//     key or taint key:effect among ours, malformed YAML in a k3s file, a
+//     misspelt node-label/node-taint key ("node-labels", "node_taint"...),
+//     whose entries k3s would silently drop, or a bad drop-in name;
+//   - fault.ErrCheckFailed: a later drop-in or a k3s argument replaces or
+//     overrides nodeprep's entries (unless AllowOverride), or the node has
+//     registered and RequireUnregistered is set;
+//   - fault.ErrUnavailable: a k3s file cannot be read.
+//
+// Other keys unknown to k3s are warnings (k3s logs "Unknown flag … skipping"
+// and ignores them), as are registration without RequireUnregistered and
+// entries of other files that nodeprep's override.
+func Plan(root *hostfs.Root, opts Options) (*Result, error) {
+	opts = opts.withDefaults()
+	if opts.DropIn != path.Base(opts.DropIn) || opts.DropIn == "." || opts.DropIn == ".." || !IsDropInName(opts.DropIn) {
+		return nil, fault.Malformed(fmt.Errorf("drop-in name %q: want a file name ending in .yaml or .yml (k3s reads only those)", opts.DropIn))
+	}
+	labels, taints, err := normalise(opts.Labels, opts.Taints)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{
+		ConfigPath: opts.ConfigPath,
+		DropInPath: path.Join(DropInDir(opts.ConfigPath), opts.DropIn),
+		Labels:     labels,
+		Taints:     taints,
+	}
+	content := Render(labels, taints)
+	r.Content = string(content)
+
+	files, err := ReadFiles(root, opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	var old []byte
+	files, old = placeDropIn(files, File{Path: r.DropInPath, Data: content})
+	if st, err := root.Lstat(r.DropInPath); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		r.Changed = true // the write will refuse the link; say so here too
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s is a symlink: nodeprep refuses to write through it", r.DropInPath))
+	} else {
+		r.Changed = old == nil || !bytes.Equal(old, content) || (err == nil && st.Mode().Perm() != DropInMode)
+	}
+
+	eff, err := Merge(files, opts.K3sArgs)
+	if err != nil {
+		return nil, err
+	}
+	r.Effective = eff
+	if err := checkKeys(eff, r.DropInPath, &r.Warnings); err != nil {
+		return nil, err
+	}
+	if err := checkEntries(eff); err != nil {
+		return nil, err
+	}
+	conflicts := conflicts(eff, r.DropInPath, labels, taints, &r.Warnings)
+
+	r.RegistrationEvidence = registrationEvidence(root, opts.DataDir)
+	r.Registered = r.RegistrationEvidence != ""
+	var errs []error
+	if len(conflicts) > 0 {
+		if opts.AllowOverride {
+			for _, c := range conflicts {
+				r.Warnings = append(r.Warnings, c.Error()+" (allowed by --allow-override)")
+			}
+		} else {
+			errs = append(errs, conflicts...)
+		}
+	}
+	if r.Registered {
+		msg := fmt.Sprintf("the node has already registered (%s exists): k3s passes node-taint to the kubelet as --register-with-taints, which acts only when the Node object is created, so new taints will not reach it. Apply them with 'kubectl taint nodes <node> <taint>', or re-register: stop k3s, 'kubectl delete node <node>', remove %s, start k3s", r.RegistrationEvidence, path.Join(opts.DataDir, "agent"))
+		if opts.RequireUnregistered {
+			errs = append(errs, errors.New(msg))
+		} else {
+			r.Warnings = append(r.Warnings, msg)
+		}
+	}
+	if len(errs) > 0 {
+		return r, fault.CheckFailed(errors.Join(errs...))
+	}
+	return r, nil
+}
+
+// Apply writes r's drop-in when r.Changed: atomically, mode 0600 (forced on
+// an existing file), creating the drop-in directory, refusing to write
+// through a symlink (hostfs.Root.WriteFile). Errors are marked
+// fault.ErrCantWrite.
+func Apply(root *hostfs.Root, r *Result) error {
+	if !r.Changed {
+		return nil
+	}
+	if err := root.WriteFile(r.DropInPath, []byte(r.Content), hostfs.WriteOptions{Mode: DropInMode, ForceMode: true, MkdirAll: true}); err != nil {
+		return fmt.Errorf("writing k3s drop-in: %w", err)
+	}
+	r.Written = true
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.ConfigPath == "" {
+		o.ConfigPath = DefaultConfigPath
+	}
+	if o.DropIn == "" {
+		o.DropIn = DefaultDropIn
+	}
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	return o
+}
+
+// normalise validates, de-duplicates and sorts nodeprep's labels and taints.
+func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
+	var errs []error
+	byKey := map[string]Label{}
+	for _, l := range labels {
+		if err := l.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, ok := byKey[l.Key]; ok && prev.Value != l.Value {
+			errs = append(errs, fmt.Errorf("label key %q given twice: %q and %q", l.Key, prev, l))
+			continue
+		}
+		byKey[l.Key] = l
+	}
+	type ke struct {
+		key    string
+		effect TaintEffect
+	}
+	byKE := map[ke]Taint{}
+	for _, t := range taints {
+		if err := t.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev, ok := byKE[ke{t.Key, t.Effect}]; ok && prev.Value != t.Value {
+			errs = append(errs, fmt.Errorf("taint %q and %q: a node's taints must be unique by key and effect", prev, t))
+			continue
+		}
+		byKE[ke{t.Key, t.Effect}] = t
+	}
+	if len(errs) > 0 {
+		return nil, nil, fault.Malformed(errors.Join(errs...))
+	}
+	ls := make([]Label, 0, len(byKey))
+	for _, l := range byKey {
+		ls = append(ls, l)
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].String() < ls[j].String() })
+	ts := make([]Taint, 0, len(byKE))
+	for _, t := range byKE {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].String() < ts[j].String() })
+	return ls, ts, nil
+}
+
+// placeDropIn puts ours into files where k3s would read it (replacing the
+// copy on disk, whose bytes it returns, or inserted in byte order among the
+// drop-ins).
+func placeDropIn(files []File, ours File) ([]File, []byte) {
+	out := make([]File, 0, len(files)+1)
+	var old []byte
+	placed := false
+	dir := path.Dir(ours.Path)
+	for _, f := range files {
+		switch {
+		case f.Path == ours.Path:
+			old = f.Data
+			out = append(out, ours)
+			placed = true
+			continue
+		case !placed && path.Dir(f.Path) == dir && path.Base(f.Path) > path.Base(ours.Path):
+			out = append(out, ours)
+			placed = true
+		}
+		out = append(out, f)
+	}
+	if !placed {
+		out = append(out, ours)
+	}
+	return out, old
+}
+
+// knownKeys are the k3s options nodeprep recognises in config files: every
+// `k3s agent` flag (k3s docs, "k3s agent" CLI help) and the `k3s server`
+// flags commonly found in config files, since a server runs an agent too.
+// A key outside this list draws a warning only: k3s itself logs "Unknown
+// flag … found in config.yaml, skipping" and ignores it.
+var knownKeys = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`
+config debug v vmodule log alsologtostderr token token-file server data-dir
+node-name with-node-id node-label node-taint image-credential-provider-bin-dir
+image-credential-provider-config selinux lb-server-port protect-kernel-defaults
+container-runtime-endpoint default-runtime image-service-endpoint pause-image
+snapshotter private-registry disable-default-registry-endpoint nonroot-devices
+node-ip bind-address node-external-ip node-internal-dns node-external-dns
+resolv-conf flannel-iface flannel-conf flannel-cni-conf kubelet-arg
+kube-proxy-arg enable-pprof rootless prefer-bundled-bin docker vpn-auth
+vpn-auth-file disable-apiserver-lb airgap-extra-registry supervisor-metrics
+system-default-registry no-flannel cluster-secret
+advertise-address advertise-port https-listen-port cluster-cidr service-cidr
+service-node-port-range cluster-dns cluster-domain flannel-backend
+flannel-ipv6-masq flannel-external-ip egress-selector-mode servicelb-namespace
+write-kubeconfig write-kubeconfig-mode write-kubeconfig-group tls-san
+tls-san-security agent-token agent-token-file cluster-init cluster-reset
+cluster-reset-restore-path datastore-endpoint datastore-cafile
+datastore-certfile datastore-keyfile default-local-storage-path disable
+disable-scheduler disable-cloud-controller disable-kube-proxy
+disable-network-policy disable-helm-controller embedded-registry
+etcd-expose-metrics etcd-disable-snapshots etcd-snapshot-name
+etcd-snapshot-schedule-cron etcd-snapshot-retention etcd-snapshot-dir
+etcd-snapshot-compress etcd-s3 etcd-s3-endpoint etcd-s3-bucket etcd-s3-region
+etcd-s3-folder etcd-s3-access-key etcd-s3-secret-key etcd-arg
+kube-apiserver-arg kube-scheduler-arg kube-controller-manager-arg
+kube-cloud-controller-manager-arg secrets-encryption
+secrets-encryption-provider helm-job-image
+`) {
+		m[k] = true
+	}
+	return m
+}()
+
+// misspelt reports whether key looks like node-label or node-taint written
+// wrongly ("node-labels", "node_taint", "nodelabel", "node-lable"): after
+// dropping '-', '_', '.' and a trailing 's', within two edits of the real
+// name. It returns the key meant.
+func misspelt(key string) (string, bool) {
+	if key == KeyNodeLabel || key == KeyNodeTaint {
+		return "", false
+	}
+	norm := strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(key))
+	norm = strings.TrimSuffix(norm, "s")
+	for _, real := range []string{KeyNodeLabel, KeyNodeTaint} {
+		if editDistance(norm, strings.ReplaceAll(real, "-", "")) <= 2 {
+			return real, true
+		}
+	}
+	return "", false
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// checkKeys fails on misspelt node-label/node-taint keys and warns about
+// other unknown keys in files other than ours.
+func checkKeys(eff *Effective, ours string, warnings *[]string) error {
+	var errs []error
+	for _, k := range eff.Keys {
+		if k.Source == ours {
+			continue
+		}
+		if meant, ok := misspelt(k.Key); ok {
+			errs = append(errs, fmt.Errorf("k3s config %q: key %q is not a k3s option (did you mean %q?): k3s ignores it, so its entries would never reach the node", k.Source, k.Key, meant))
+			continue
+		}
+		if !knownKeys[k.Key] {
+			*warnings = append(*warnings, fmt.Sprintf("k3s config %q: key %q is not a k3s agent option nodeprep knows; k3s ignores unknown keys", k.Source, k.Key))
+		}
+	}
+	if len(errs) > 0 {
+		return fault.Malformed(errors.Join(errs...))
+	}
+	return nil
+}
+
+// checkEntries validates the effective lists: k3s hands them to the kubelet,
+// which refuses to start on an invalid label or taint.
+func checkEntries(eff *Effective) error {
+	var errs []error
+	for _, e := range eff.NodeLabels {
+		if _, err := ParseLabel(e.Value); err != nil {
+			errs = append(errs, fmt.Errorf("node-label from %s: %w", e.Source, err))
+		}
+	}
+	for _, e := range eff.NodeTaints {
+		if _, err := ParseTaint(e.Value); err != nil {
+			errs = append(errs, fmt.Errorf("node-taint from %s: %w", e.Source, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fault.Malformed(errors.Join(errs...))
+	}
+	return nil
+}
+
+// conflicts finds what undoes nodeprep's entries after its drop-in: a plain
+// node-label/node-taint (or a k3s argument) that replaces the list, or a
+// later label with the same key (the kubelet keeps the last) or taint with
+// the same key and effect. Earlier entries that nodeprep's override become
+// warnings.
+func conflicts(eff *Effective, ours string, labels []Label, taints []Taint, warnings *[]string) []error {
+	var errs []error
+	after := false
+	for _, c := range eff.Changes {
+		if c.Source == ours {
+			after = true
+			continue
+		}
+		if !after || c.Append {
+			continue
+		}
+		if (c.Key == KeyNodeLabel && len(labels) > 0) || (c.Key == KeyNodeTaint && len(taints) > 0) {
+			what := "a plain " + c.Key + " key"
+			if c.Source == ArgsSource {
+				what = "--" + c.Key + " (k3s command-line arguments replace the whole list)"
+			}
+			errs = append(errs, fmt.Errorf("%s: %s replaces the %s list, removing what nodeprep adds in %s; use %s+ to append", c.Source, what, c.Key, ours, c.Key))
+		}
+	}
+	order := map[string]int{ArgsSource: len(eff.Files)}
+	for i, f := range eff.Files {
+		order[f] = i
+	}
+	later := func(source string) bool { return order[source] > order[ours] }
+	ourLabels := map[string]string{}
+	for _, l := range labels {
+		ourLabels[l.Key] = l.Value
+	}
+	for _, e := range eff.NodeLabels {
+		if e.Source == ours {
+			continue
+		}
+		l, err := ParseLabel(e.Value)
+		if err != nil {
+			continue
+		}
+		want, ok := ourLabels[l.Key]
+		if !ok || want == l.Value {
+			continue
+		}
+		if later(e.Source) {
+			errs = append(errs, fmt.Errorf("%s: node-label %q overrides nodeprep's %s=%s (the kubelet keeps the last value of a key)", e.Source, e.Value, l.Key, want))
+		} else {
+			*warnings = append(*warnings, fmt.Sprintf("%s: node-label %q is overridden by nodeprep's %s=%s", e.Source, e.Value, l.Key, want))
+		}
+	}
+	type ke struct {
+		key    string
+		effect TaintEffect
+	}
+	ourTaints := map[ke]Taint{}
+	for _, t := range taints {
+		ourTaints[ke{t.Key, t.Effect}] = t
+	}
+	for _, e := range eff.NodeTaints {
+		if e.Source == ours {
+			continue
+		}
+		t, err := ParseTaint(e.Value)
+		if err != nil {
+			continue
+		}
+		if want, ok := ourTaints[ke{t.Key, t.Effect}]; ok && want.Value != t.Value {
+			errs = append(errs, fmt.Errorf("%s: node-taint %q has the key and effect of nodeprep's %q; a node's taints must be unique by key and effect", e.Source, e.Value, want))
+		}
+	}
+	return errs
+}
+
+// registrationFiles are the k3s agent state files (under DataDir) that exist
+// once the agent has registered: the kubelet's client certificate and
+// kubeconfig, issued by the server when the agent joins.
+var registrationFiles = []string{"agent/client-kubelet.crt", "agent/kubelet.kubeconfig"}
+
+func registrationEvidence(root *hostfs.Root, dataDir string) string {
+	for _, f := range registrationFiles {
+		p := path.Join(dataDir, f)
+		if root.Exists(p) {
+			return p
+		}
+	}
+	return ""
+}

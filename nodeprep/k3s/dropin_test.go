@@ -1,0 +1,434 @@
+package k3s
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+const ourPath = dropDir + "/" + DefaultDropIn
+
+func mustLabels(t *testing.T, ss ...string) []Label {
+	t.Helper()
+	ls, err := ParseLabels(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
+}
+
+func mustTaints(t *testing.T, ss ...string) []Taint {
+	t.Helper()
+	ts, err := ParseTaints(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func hostFile(t *testing.T, root *hostfs.Root, p string) string {
+	t.Helper()
+	return filepath.Join(root.Dir(), p)
+}
+
+func exists(t *testing.T, root *hostfs.Root, p string) bool {
+	t.Helper()
+	_, err := os.Lstat(hostFile(t, root, p))
+	return err == nil
+}
+
+func TestRender(t *testing.T) {
+	t.Parallel()
+	got := string(Render(mustLabels(t, "z=1", "a=2"), mustTaints(t, "b:NoSchedule", "a=x:NoExecute")))
+	want := dropInHeader + `node-label+:
+  - a=2
+  - z=1
+node-taint+:
+  - a=x:NoExecute
+  - b:NoSchedule
+`
+	if got != want {
+		t.Errorf("Render =\n%s\nwant\n%s", got, want)
+	}
+	if got := string(Render(nil, nil)); got != dropInHeader {
+		t.Errorf("Render(nil, nil) = %q, want the header only", got)
+	}
+}
+
+// TestRoundTrip: a drop-in nodeprep wrote, read back through the merge code,
+// yields exactly the labels and taints asked for.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	labels := mustLabels(t, "nvidia.com/gpu.product=NVIDIA-H200", "nvidia.com/gpu.count=8", "example.com/empty=", "nodeprep.dev/selftest=passed")
+	taints := mustTaints(t, "nvidia.com/gpu=present:NoSchedule", "k=:NoExecute", "k2:PreferNoSchedule")
+	root := newHost(t, nil)
+	r, err := Plan(root, Options{Labels: labels, Taints: taints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(root, r); err != nil {
+		t.Fatal(err)
+	}
+	files, err := ReadFiles(root, DefaultConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := Merge(files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(xs []string) []string { s := slices.Clone(xs); slices.Sort(s); return s }
+	var wl, wt []string
+	for _, l := range labels {
+		wl = append(wl, l.String())
+	}
+	for _, tt := range taints {
+		wt = append(wt, tt.String())
+	}
+	if got := Values(eff.NodeLabels); !slices.Equal(got, want(wl)) {
+		t.Errorf("labels read back = %q, want %q", got, want(wl))
+	}
+	if got := Values(eff.NodeTaints); !slices.Equal(got, want(wt)) {
+		t.Errorf("taints read back = %q, want %q", got, want(wt))
+	}
+	for _, e := range append(slices.Clone(eff.NodeLabels), eff.NodeTaints...) {
+		if e.Source != ourPath {
+			t.Errorf("entry %q from %s, want %s", e.Value, e.Source, ourPath)
+		}
+	}
+}
+
+func TestPlanApply(t *testing.T) {
+	t.Parallel()
+	root := newHost(t, map[string]string{cfgPath: "token: boop\nnode-label: [site=lab, rack=r1]\n"})
+	opts := Options{Labels: mustLabels(t, "gpu=yes"), Taints: mustTaints(t, "nvidia.com/gpu=present:NoSchedule")}
+	r, err := Plan(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Changed || r.Written || r.Registered || len(r.Warnings) != 0 {
+		t.Errorf("Plan on a fresh host = changed %v written %v registered %v warnings %q", r.Changed, r.Written, r.Registered, r.Warnings)
+	}
+	if exists(t, root, ourPath) {
+		t.Fatal("Plan wrote the drop-in")
+	}
+	if got, want := Values(r.Effective.NodeLabels), []string{"site=lab", "rack=r1", "gpu=yes"}; !slices.Equal(got, want) {
+		t.Errorf("effective labels = %q, want %q", got, want)
+	}
+	if err := Apply(root, r); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(hostFile(t, root, ourPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("drop-in mode %v, want 0600", st.Mode().Perm())
+	}
+	data, _ := os.ReadFile(hostFile(t, root, ourPath))
+	if string(data) != r.Content || !strings.HasPrefix(r.Content, "# Written by nodeprep") {
+		t.Errorf("drop-in content %q, want %q with the header", data, r.Content)
+	}
+
+	// Same input again: nothing to write.
+	r2, err := Plan(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Changed {
+		t.Error("second Plan with the same input: Changed, want unchanged")
+	}
+	before := st.ModTime()
+	if err := Apply(root, r2); err != nil || r2.Written {
+		t.Errorf("second Apply: written %v, %v", r2.Written, err)
+	}
+	if st2, _ := os.Stat(hostFile(t, root, ourPath)); !st2.ModTime().Equal(before) {
+		t.Error("second Apply rewrote the file")
+	}
+
+	// A loosened mode is repaired even when the content is the same.
+	if err := os.Chmod(hostFile(t, root, ourPath), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := Plan(root, opts)
+	if err != nil || !r3.Changed {
+		t.Fatalf("Plan after chmod 0644: changed %v, %v; want changed", r3 != nil && r3.Changed, err)
+	}
+	if err := Apply(root, r3); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(hostFile(t, root, ourPath)); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode after rewrite %v, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestPlanConflicts(t *testing.T) {
+	t.Parallel()
+	labels := []string{"gpu=yes"}
+	taints := []string{"nvidia.com/gpu=present:NoSchedule"}
+	for _, tc := range []struct {
+		name     string
+		files    map[string]string
+		args     []string
+		wantFile string // named in the error; "" means no conflict
+	}{
+		{
+			name: "F10: later plain node-taint",
+			files: map[string]string{
+				cfgPath:                   "node-label: [site=lab, rack=r1]\n",
+				dropDir + "/90-site.yaml": "node-taint: [dedicated=infra:NoExecute]\n",
+			},
+			wantFile: "90-site.yaml",
+		},
+		{
+			name:     "later plain node-label",
+			files:    map[string]string{dropDir + "/60-x.yml": "node-label: [a=1]\n"},
+			wantFile: "60-x.yml",
+		},
+		{
+			name:     "later label overrides ours",
+			files:    map[string]string{dropDir + "/70-x.yaml": "node-label+: [gpu=no]\n"},
+			wantFile: "70-x.yaml",
+		},
+		{
+			name:     "later taint with our key and effect",
+			files:    map[string]string{dropDir + "/70-x.yaml": "node-taint+: [nvidia.com/gpu=absent:NoSchedule]\n"},
+			wantFile: "70-x.yaml",
+		},
+		{
+			name:     "k3s argument",
+			args:     []string{"--node-taint", "x:NoSchedule"},
+			wantFile: ArgsSource,
+		},
+		{
+			name:  "earlier plain keys are fine",
+			files: map[string]string{cfgPath: "node-taint: [a:NoSchedule]\n", dropDir + "/10-x.yaml": "node-label: [gpu=no]\n"},
+		},
+		{
+			name:  "later appends are fine",
+			files: map[string]string{dropDir + "/90-x.yaml": "node-taint+: [a:NoSchedule]\nnode-label+: [b=1]\n"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := newHost(t, tc.files)
+			opts := Options{Labels: mustLabels(t, labels...), Taints: mustTaints(t, taints...), K3sArgs: tc.args}
+			r, err := Plan(root, opts)
+			if tc.wantFile == "" {
+				if err != nil {
+					t.Fatalf("Plan: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, fault.ErrCheckFailed) || !strings.Contains(err.Error(), tc.wantFile) {
+				t.Fatalf("Plan error %v: want a failed check naming %s", err, tc.wantFile)
+			}
+			if exists(t, root, ourPath) {
+				t.Error("drop-in written despite the conflict")
+			}
+			opts.AllowOverride = true
+			r, err = Plan(root, opts)
+			if err != nil {
+				t.Fatalf("Plan with AllowOverride: %v", err)
+			}
+			if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, tc.wantFile) }) {
+				t.Errorf("warnings %q: want one naming %s", r.Warnings, tc.wantFile)
+			}
+		})
+	}
+}
+
+// TestPlanF11: every example of FIELD-REPORTS F11 is refused with exit 65,
+// the offending value named, nothing written.
+func TestPlanF11(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		labels  []Label
+		taints  []Taint
+		args    []string
+		wantMsg []string
+	}{
+		{
+			name:    "kubelet-forbidden label in config.yaml",
+			files:   map[string]string{cfgPath: "node-label: [node-role.kubernetes.io/gpu=true]\n"},
+			wantMsg: []string{"node-role.kubernetes.io/gpu=true", cfgPath, "kubelet may not set"},
+		},
+		{
+			name:    "kubelet-forbidden label given to nodeprep",
+			labels:  []Label{{Key: "node-role.kubernetes.io/gpu", Value: "true"}},
+			wantMsg: []string{"node-role.kubernetes.io/gpu=true", "kubelet may not set"},
+		},
+		{
+			name:    "plural node-labels key",
+			files:   map[string]string{cfgPath: "node-labels: [site=lab]\n"},
+			wantMsg: []string{`"node-labels"`, cfgPath, `did you mean "node-label"`},
+		},
+		{
+			name:    "underscore node_taint+ key in a drop-in",
+			files:   map[string]string{dropDir + "/10-x.yaml": "node_taint+: [a:NoSchedule]\n"},
+			wantMsg: []string{`"node_taint"`, "10-x.yaml", `did you mean "node-taint"`},
+		},
+		{
+			name:    "bad effect in a drop-in",
+			files:   map[string]string{dropDir + "/10-x.yaml": "node-taint: [nvidia.com/gpu=present:NoScheduled]\n"},
+			wantMsg: []string{"nvidia.com/gpu=present:NoScheduled", "10-x.yaml", "NoSchedule, PreferNoSchedule, NoExecute"},
+		},
+		{
+			name:    "bad effect given to nodeprep",
+			taints:  []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoScheduled"}},
+			wantMsg: []string{"nvidia.com/gpu=present:NoScheduled"},
+		},
+		{
+			name:    "bad taint in a k3s argument",
+			args:    []string{"--node-taint=nvidia.com/gpu=present:NoScheduled"},
+			wantMsg: []string{"nvidia.com/gpu=present:NoScheduled", ArgsSource},
+		},
+		{
+			name:    "malformed YAML",
+			files:   map[string]string{dropDir + "/20-broken.yaml": "node-label: [a=1\n"},
+			wantMsg: []string{"20-broken.yaml"},
+		},
+		{
+			name:    "duplicate label key",
+			labels:  []Label{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}},
+			wantMsg: []string{`"a" given twice`},
+		},
+		{
+			name:    "duplicate taint key and effect",
+			taints:  []Taint{{Key: "a", Value: "1", Effect: NoSchedule}, {Key: "a", Value: "2", Effect: NoSchedule}},
+			wantMsg: []string{"unique by key and effect"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := newHost(t, tc.files)
+			r, err := Plan(root, Options{Labels: tc.labels, Taints: tc.taints, K3sArgs: tc.args})
+			if !errors.Is(err, fault.ErrMalformed) {
+				t.Fatalf("Plan = %v, %v; want an error marked malformed", r, err)
+			}
+			for _, m := range tc.wantMsg {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("error %q does not say %q", err, m)
+				}
+			}
+			if exists(t, root, ourPath) {
+				t.Error("drop-in written")
+			}
+		})
+	}
+}
+
+func TestPlanUnknownKeyWarning(t *testing.T) {
+	t.Parallel()
+	root := newHost(t, map[string]string{cfgPath: "token: x\nnode-lable-extra: 1\nkubelet-arg: [a=b]\n"})
+	r, err := Plan(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], `"node-lable-extra"`) {
+		t.Errorf("warnings %q: want one for node-lable-extra", r.Warnings)
+	}
+}
+
+func TestPlanRegistered(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"/var/lib/rancher/k3s/agent/client-kubelet.crt", "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"} {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			root := newHost(t, map[string]string{f: "x"})
+			opts := Options{Taints: mustTaints(t, "nvidia.com/gpu=present:NoSchedule")}
+			r, err := Plan(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Registered || r.RegistrationEvidence != f {
+				t.Errorf("Registered %v (%q), want true (%q)", r.Registered, r.RegistrationEvidence, f)
+			}
+			if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "will not reach") || !strings.Contains(r.Warnings[0], "kubectl taint") || !strings.Contains(r.Warnings[0], "kubectl delete node") {
+				t.Errorf("warnings %q: want the registration warning with both remedies", r.Warnings)
+			}
+			opts.RequireUnregistered = true
+			if _, err := Plan(root, opts); !errors.Is(err, fault.ErrCheckFailed) || !strings.Contains(err.Error(), "already registered") {
+				t.Errorf("Plan with RequireUnregistered: %v, want a failed check", err)
+			}
+		})
+	}
+	r, err := Plan(newHost(t, map[string]string{"/var/lib/rancher/k3s/agent/etc/containerd/config.toml": ""}), Options{DataDir: "/var/lib/rancher/k3s"})
+	if err != nil || r.Registered {
+		t.Errorf("agent dir without kubelet credentials: registered %v, %v; want false", r != nil && r.Registered, err)
+	}
+}
+
+func TestApplyRefusesSymlink(t *testing.T) {
+	t.Parallel()
+	root := newHost(t, map[string]string{"/etc/target.yaml": "keep: me\n"})
+	if err := os.MkdirAll(hostFile(t, root, dropDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/target.yaml", hostFile(t, root, ourPath)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Plan(root, Options{Labels: mustLabels(t, "a=1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Changed || !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "symlink") }) {
+		t.Errorf("Plan through a symlink: changed %v warnings %q", r.Changed, r.Warnings)
+	}
+	err = Apply(root, r)
+	if !errors.Is(err, fault.ErrCantWrite) || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("Apply error %v: want cannot-write refusing the symlink", err)
+	}
+	if data, _ := os.ReadFile(hostFile(t, root, "/etc/target.yaml")); string(data) != "keep: me\n" {
+		t.Errorf("link target changed: %q", data)
+	}
+}
+
+func TestPlanDropInName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"x.conf", "../x.yaml", "a/b.yaml", ".."} {
+		if _, err := Plan(newHost(t, nil), Options{DropIn: name}); !errors.Is(err, fault.ErrMalformed) {
+			t.Errorf("Plan(DropIn %q) error %v, want malformed", name, err)
+		}
+	}
+	root := newHost(t, map[string]string{dropDir + "/90-late.yaml": "node-label+: [b=2]\n"})
+	r, err := Plan(root, Options{DropIn: "95-NODEPREP.YML", Labels: mustLabels(t, "a=1"), ConfigPath: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DropInPath != dropDir+"/95-NODEPREP.YML" {
+		t.Errorf("DropInPath %q", r.DropInPath)
+	}
+	// "95-NODEPREP.YML" sorts before "90-late.yaml"? No: '5' > '0', so after.
+	if got, want := Values(r.Effective.NodeLabels), []string{"b=2", "a=1"}; !slices.Equal(got, want) {
+		t.Errorf("effective labels %q, want %q", got, want)
+	}
+}
+
+func TestMisspelt(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]string{
+		"node-labels": KeyNodeLabel, "node_label": KeyNodeLabel, "nodelabel": KeyNodeLabel, "node-lable": KeyNodeLabel,
+		"Node-Label": KeyNodeLabel, "node-taints": KeyNodeTaint, "node_taint": KeyNodeTaint, "node-tiant": KeyNodeTaint,
+		"node-label": "", "node-taint": "", "node-name": "", "node-ip": "", "kubelet-arg": "", "no-flannel": "",
+		"node-external-ip": "", "node-internal-dns": "", "with-node-id": "",
+	} {
+		got, ok := misspelt(key)
+		if got != want || ok != (want != "") {
+			t.Errorf("misspelt(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	for k := range knownKeys {
+		if _, ok := misspelt(k); ok {
+			t.Errorf("known k3s key %q taken for a misspelling", k)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package nodeprep
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// The GPU Feature Discovery label keys nodeprep writes, with GFD's names
+// (NVIDIA/k8s-device-plugin internal/lm: resource.go for nvidia.com/gpu.*,
+// nvml.go for the CUDA version and MIG labels). Values are decimal numbers
+// except product, family, the .full versions and mig.capable ("true"/"false").
+const (
+	LabelGPUProduct         = "nvidia.com/gpu.product"
+	LabelGPUCount           = "nvidia.com/gpu.count"
+	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB
+	LabelGPUFamily          = "nvidia.com/gpu.family"
+	LabelGPUComputeMajor    = "nvidia.com/gpu.compute.major"
+	LabelGPUComputeMinor    = "nvidia.com/gpu.compute.minor"
+	LabelCUDADriverMajor    = "nvidia.com/cuda.driver-version.major"
+	LabelCUDADriverMinor    = "nvidia.com/cuda.driver-version.minor"
+	LabelCUDADriverRevision = "nvidia.com/cuda.driver-version.revision"
+	LabelCUDADriverFull     = "nvidia.com/cuda.driver-version.full"
+	LabelCUDARuntimeMajor   = "nvidia.com/cuda.runtime-version.major"
+	LabelCUDARuntimeMinor   = "nvidia.com/cuda.runtime-version.minor"
+	LabelCUDARuntimeFull    = "nvidia.com/cuda.runtime-version.full"
+	LabelMIGCapable         = "nvidia.com/mig.capable"
+)
+
+// nodeprep's own label keys, under nodeprep.dev/.
+const (
+	// LabelSelftest is the adapter self-test verdict: SelftestPassed,
+	// SelftestFailed or SelftestSkipped.
+	LabelSelftest = "nodeprep.dev/selftest"
+	// LabelVulkanAdapters is the number of Vulkan adapters matched to GPUs.
+	LabelVulkanAdapters = "nodeprep.dev/vulkan-adapters"
+	// LabelSimulated is "true" when the inventory came from --simulate.
+	LabelSimulated = "nodeprep.dev/simulated"
+)
+
+// The values of LabelSelftest.
+const (
+	SelftestPassed  = "passed"
+	SelftestFailed  = "failed"
+	SelftestSkipped = "skipped"
+)
+
+// DefaultTaintString is nodeprep's default taint: only pods that tolerate
+// nvidia.com/gpu (key nvidia.com/gpu, operator Exists or Equal "present")
+// are scheduled on a GPU node.
+const DefaultTaintString = "nvidia.com/gpu=present:NoSchedule"
+
+// gfdProductInvalid is GFD sanitise's pattern of characters it removes.
+var gfdProductInvalid = regexp.MustCompile("[^A-Za-z0-9-_. ]")
+
+// SanitiseProduct turns an NVML product name into the value of
+// nvidia.com/gpu.product exactly as GFD does (internal/lm/resource.go
+// sanitise): characters outside [A-Za-z0-9-_. ] are removed, then runs of
+// white space become single '-' with none at either end.
+// "NVIDIA H200" → "NVIDIA-H200"; "NVIDIA A100-SXM4-80GB" stays as is.
+func SanitiseProduct(name string) string {
+	return strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+}
+
+// ArchFamily returns GFD's nvidia.com/gpu.family for a CUDA compute
+// capability (internal/lm/resource.go getArchFamily): "tesla", "fermi",
+// "kepler", "maxwell", "pascal", "volta" (7.0–7.4), "turing" (7.5+),
+// "ampere" (8.0–8.8), "ada-lovelace" (8.9+), "hopper" (9.x), "blackwell"
+// (10.x and 12.x), else "undefined".
+func ArchFamily(major, minor int) string {
+	switch major {
+	case 1:
+		return "tesla"
+	case 2:
+		return "fermi"
+	case 3:
+		return "kepler"
+	case 5:
+		return "maxwell"
+	case 6:
+		return "pascal"
+	case 7:
+		if minor < 5 {
+			return "volta"
+		}
+		return "turing"
+	case 8:
+		if minor < 9 {
+			return "ampere"
+		}
+		return "ada-lovelace"
+	case 9:
+		return "hopper"
+	case 10, 12:
+		return "blackwell"
+	}
+	return "undefined"
+}
+
+// GFDLabels returns the GPU Feature Discovery labels for inv with GFD's
+// names and value formats, sorted by key. Like GFD, the per-GPU labels
+// (product, memory, family, compute capability) describe the first GPU and
+// nvidia.com/gpu.count counts all of them; memory is left out when it is 0
+// and the family and compute labels when the compute major is 0; an
+// inventory with no GPUs has no labels. The CUDA driver-version labels come
+// from the kernel driver version ("550.54.15": major 550, minor 54, revision
+// 15, revision empty for "X.Y"), the runtime-version labels from the CUDA
+// driver version ("12.4"), as GFD's newVersionLabeler does. A version that
+// does not parse gives an error marked fault.ErrMalformed.
+func GFDLabels(inv *gpu.Inventory) ([]k3s.Label, error) {
+	if inv == nil || len(inv.GPUs) == 0 {
+		return nil, nil
+	}
+	first := inv.GPUs[0]
+	m := map[string]string{
+		LabelGPUCount: strconv.Itoa(len(inv.GPUs)),
+	}
+	if p := SanitiseProduct(first.Name); p != "" {
+		m[LabelGPUProduct] = p
+	}
+	if first.MemoryMiB != 0 {
+		m[LabelGPUMemory] = strconv.FormatUint(first.MemoryMiB, 10)
+	}
+	if first.ComputeMajor != 0 {
+		m[LabelGPUFamily] = ArchFamily(first.ComputeMajor, first.ComputeMinor)
+		m[LabelGPUComputeMajor] = strconv.Itoa(first.ComputeMajor)
+		m[LabelGPUComputeMinor] = strconv.Itoa(first.ComputeMinor)
+	}
+	parts := strings.Split(inv.DriverVersion, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fault.Malformed(fmt.Errorf("GPU labels: driver version %q does not match X.Y[.Z]", inv.DriverVersion))
+	}
+	m[LabelCUDADriverMajor] = parts[0]
+	m[LabelCUDADriverMinor] = parts[1]
+	m[LabelCUDADriverRevision] = ""
+	if len(parts) == 3 {
+		m[LabelCUDADriverRevision] = parts[2]
+	}
+	m[LabelCUDADriverFull] = inv.DriverVersion
+	major, minor, err := cudaVersion(inv.CUDADriverVersion)
+	if err != nil {
+		return nil, err
+	}
+	m[LabelCUDARuntimeMajor] = strconv.Itoa(major)
+	m[LabelCUDARuntimeMinor] = strconv.Itoa(minor)
+	m[LabelCUDARuntimeFull] = fmt.Sprintf("%d.%d", major, minor)
+	mig := false
+	for _, g := range inv.GPUs {
+		if g.MIG != nil {
+			mig = true
+		}
+	}
+	m[LabelMIGCapable] = strconv.FormatBool(mig)
+	return labelsOf(m)
+}
+
+// cudaVersion parses "12.4" (the CUDA driver version as the inventory
+// prints it) into its major and minor numbers.
+func cudaVersion(s string) (int, int, error) {
+	ma, mi, ok := strings.Cut(s, ".")
+	major, err1 := strconv.Atoi(ma)
+	minor, err2 := strconv.Atoi(mi)
+	if !ok || err1 != nil || err2 != nil || major < 0 || minor < 0 {
+		return 0, 0, fault.Malformed(fmt.Errorf("GPU labels: CUDA driver version %q does not match X.Y", s))
+	}
+	return major, minor, nil
+}
+
+// NodeLabelOptions chooses the labels NodeLabels makes.
+type NodeLabelOptions struct {
+	// GFD adds GFDLabels (turn off when GPU Feature Discovery runs in the
+	// cluster and owns the nvidia.com/ labels).
+	GFD bool
+	// Selftest is the adapter self-test verdict for nodeprep.dev/selftest:
+	// SelftestPassed, SelftestFailed, SelftestSkipped, or "" for no label.
+	Selftest string
+	// VulkanAdapters, when not nil, is the number of Vulkan adapters the
+	// self-test matched to GPUs (nodeprep.dev/vulkan-adapters).
+	VulkanAdapters *int
+	// Extra are the user's labels; they replace generated labels with the
+	// same key.
+	Extra []k3s.Label
+}
+
+// NodeLabels returns the labels nodeprep's drop-in carries for inv, sorted
+// by key: GFD's (when opts.GFD), nodeprep's own under nodeprep.dev/
+// (selftest, vulkan-adapters, and simulated=true for a simulated
+// inventory), then opts.Extra, which win over generated labels of the same
+// key. Errors are GFDLabels' and an invalid Selftest value (marked
+// fault.ErrMalformed).
+func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) {
+	m := map[string]string{}
+	if opts.GFD {
+		gfd, err := GFDLabels(inv)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range gfd {
+			m[l.Key] = l.Value
+		}
+	}
+	switch opts.Selftest {
+	case "":
+	case SelftestPassed, SelftestFailed, SelftestSkipped:
+		m[LabelSelftest] = opts.Selftest
+	default:
+		return nil, fault.Malformed(fmt.Errorf("node labels: self-test verdict %q: want passed, failed or skipped", opts.Selftest))
+	}
+	if opts.VulkanAdapters != nil {
+		m[LabelVulkanAdapters] = strconv.Itoa(*opts.VulkanAdapters)
+	}
+	if inv != nil && inv.Simulated {
+		m[LabelSimulated] = "true"
+	}
+	for _, l := range opts.Extra {
+		m[l.Key] = l.Value
+	}
+	return labelsOf(m)
+}
+
+// DefaultTaint returns nodeprep's default taint, nvidia.com/gpu=present:NoSchedule:
+// only pods that tolerate nvidia.com/gpu are scheduled on the node.
+func DefaultTaint() k3s.Taint {
+	t, err := k3s.ParseTaint(DefaultTaintString)
+	if err != nil {
+		panic(err) // a constant that parses
+	}
+	return t
+}
+
+// NodeTaints returns the taints nodeprep's drop-in carries: DefaultTaint
+// when withDefault, then extra, in that order.
+func NodeTaints(withDefault bool, extra []k3s.Taint) []k3s.Taint {
+	var out []k3s.Taint
+	if withDefault {
+		out = append(out, DefaultTaint())
+	}
+	return append(out, extra...)
+}
+
+func labelsOf(m map[string]string) ([]k3s.Label, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]k3s.Label, 0, len(keys))
+	for _, k := range keys {
+		l := k3s.Label{Key: k, Value: m[k]}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("node labels: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}

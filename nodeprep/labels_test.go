@@ -1,0 +1,211 @@
+package nodeprep
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+func TestSanitiseProduct(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"NVIDIA H200":               "NVIDIA-H200",
+		"NVIDIA H200 141GB HBM3e":   "NVIDIA-H200-141GB-HBM3e",
+		"NVIDIA A100-SXM4-80GB":     "NVIDIA-A100-SXM4-80GB",
+		"Tesla V100-SXM2-16GB":      "Tesla-V100-SXM2-16GB",
+		"  NVIDIA  RTX   A6000 ":    "NVIDIA-RTX-A6000",
+		"NVIDIA GeForce RTX™ 4090":  "NVIDIA-GeForce-RTX-4090",
+		"Quadro RTX 8000 (rev. a1)": "Quadro-RTX-8000-rev.-a1",
+		"NVIDIA_L4":                 "NVIDIA_L4",
+		"":                          "",
+	} {
+		if got := SanitiseProduct(in); got != want {
+			t.Errorf("SanitiseProduct(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestArchFamily(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		major, minor int
+		want         string
+	}{
+		{3, 7, "kepler"}, {6, 0, "pascal"}, {7, 0, "volta"}, {7, 5, "turing"},
+		{8, 0, "ampere"}, {8, 6, "ampere"}, {8, 9, "ada-lovelace"}, {9, 0, "hopper"},
+		{10, 0, "blackwell"}, {12, 0, "blackwell"}, {11, 0, "undefined"}, {4, 0, "undefined"},
+	} {
+		if got := ArchFamily(tc.major, tc.minor); got != tc.want {
+			t.Errorf("ArchFamily(%d, %d) = %q, want %q", tc.major, tc.minor, got, tc.want)
+		}
+	}
+}
+
+func handInventory() *gpu.Inventory {
+	return &gpu.Inventory{
+		DriverVersion:     "535.104.05",
+		CUDADriverVersion: "12.2",
+		GPUs: []gpu.GPU{
+			{Index: 0, Name: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, ComputeMajor: 8, ComputeMinor: 0},
+			{Index: 1, Name: "NVIDIA A100-SXM4-80GB", MemoryMiB: 81920, ComputeMajor: 8, ComputeMinor: 0},
+		},
+	}
+}
+
+func labelMap(ls []k3s.Label) map[string]string {
+	m := map[string]string{}
+	for _, l := range ls {
+		m[l.Key] = l.Value
+	}
+	return m
+}
+
+func TestGFDLabels(t *testing.T) {
+	t.Parallel()
+	ls, err := GFDLabels(handInventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"nvidia.com/gpu.product":                  "NVIDIA-A100-SXM4-80GB",
+		"nvidia.com/gpu.count":                    "2",
+		"nvidia.com/gpu.memory":                   "81920",
+		"nvidia.com/gpu.family":                   "ampere",
+		"nvidia.com/gpu.compute.major":            "8",
+		"nvidia.com/gpu.compute.minor":            "0",
+		"nvidia.com/cuda.driver-version.major":    "535",
+		"nvidia.com/cuda.driver-version.minor":    "104",
+		"nvidia.com/cuda.driver-version.revision": "05",
+		"nvidia.com/cuda.driver-version.full":     "535.104.05",
+		"nvidia.com/cuda.runtime-version.major":   "12",
+		"nvidia.com/cuda.runtime-version.minor":   "2",
+		"nvidia.com/cuda.runtime-version.full":    "12.2",
+		"nvidia.com/mig.capable":                  "false",
+	}
+	got := labelMap(ls)
+	if len(got) != len(want) {
+		t.Errorf("GFDLabels = %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for i := 1; i < len(ls); i++ {
+		if ls[i-1].Key >= ls[i].Key {
+			t.Errorf("labels not sorted: %q before %q", ls[i-1].Key, ls[i].Key)
+		}
+	}
+}
+
+func TestGFDLabelsEdges(t *testing.T) {
+	t.Parallel()
+	if ls, err := GFDLabels(&gpu.Inventory{DriverVersion: "550.54.15", CUDADriverVersion: "12.4"}); err != nil || len(ls) != 0 {
+		t.Errorf("no GPUs: %v, %v; want no labels", ls, err)
+	}
+	inv := handInventory()
+	inv.DriverVersion = "550.54"
+	inv.GPUs[1].MIG = &gpu.MIG{}
+	inv.GPUs[0].MemoryMiB = 0
+	inv.GPUs[0].ComputeMajor = 0
+	ls, err := GFDLabels(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := labelMap(ls)
+	if v, ok := m["nvidia.com/cuda.driver-version.revision"]; !ok || v != "" {
+		t.Errorf("revision of X.Y = %q (present %v), want empty", v, ok)
+	}
+	if m["nvidia.com/mig.capable"] != "true" {
+		t.Errorf("mig.capable = %q, want true when any GPU is MIG-capable", m["nvidia.com/mig.capable"])
+	}
+	for _, k := range []string{"nvidia.com/gpu.memory", "nvidia.com/gpu.family", "nvidia.com/gpu.compute.major"} {
+		if _, ok := m[k]; ok {
+			t.Errorf("%s present, want left out as GFD does", k)
+		}
+	}
+	for _, bad := range []struct{ driver, cuda string }{{"550", "12.4"}, {"1.2.3.4", "12.4"}, {"550.54.15", "12"}, {"550.54.15", "x.y"}} {
+		inv := handInventory()
+		inv.DriverVersion, inv.CUDADriverVersion = bad.driver, bad.cuda
+		if _, err := GFDLabels(inv); !errors.Is(err, fault.ErrMalformed) {
+			t.Errorf("GFDLabels(driver %q, cuda %q) error %v, want malformed", bad.driver, bad.cuda, err)
+		}
+	}
+}
+
+func TestNodeLabels(t *testing.T) {
+	t.Parallel()
+	n := 3
+	extra := []k3s.Label{{Key: "nvidia.com/gpu.product", Value: "custom"}, {Key: "site", Value: "lab"}}
+	ls, err := NodeLabels(handInventory(), NodeLabelOptions{GFD: true, Selftest: SelftestPassed, VulkanAdapters: &n, Extra: extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := labelMap(ls)
+	for k, v := range map[string]string{
+		"nodeprep.dev/selftest":        "passed",
+		"nodeprep.dev/vulkan-adapters": "3",
+		"nvidia.com/gpu.product":       "custom",
+		"site":                         "lab",
+	} {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q", k, m[k], v)
+		}
+	}
+	if _, ok := m["nodeprep.dev/simulated"]; ok {
+		t.Error("simulated label on a real inventory")
+	}
+	ls, err = NodeLabels(handInventory(), NodeLabelOptions{})
+	if err != nil || len(ls) != 0 {
+		t.Errorf("NodeLabels with nothing asked = %v, %v", ls, err)
+	}
+	if _, err := NodeLabels(nil, NodeLabelOptions{Selftest: "maybe"}); !errors.Is(err, fault.ErrMalformed) {
+		t.Errorf("bad self-test verdict: %v, want malformed", err)
+	}
+}
+
+func TestNodeTaints(t *testing.T) {
+	t.Parallel()
+	if got := NodeTaints(true, nil); len(got) != 1 || got[0].String() != "nvidia.com/gpu=present:NoSchedule" {
+		t.Errorf("NodeTaints(true) = %v", got)
+	}
+	if got := NodeTaints(false, nil); len(got) != 0 {
+		t.Errorf("NodeTaints(false) = %v", got)
+	}
+}
+
+// TestDropInGolden pins the drop-in `nodeprep join --simulate dgx-h200`
+// writes (GFD labels, the simulated label, the default taint).
+func TestDropInGolden(t *testing.T) {
+	t.Parallel()
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, err := NodeLabels(inv, NodeLabelOptions{GFD: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := k3s.Render(labels, NodeTaints(true, nil))
+	golden := filepath.Join("..", "testdata", "k3s", "dgx-h200", "50-nodeprep.yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("drop-in for dgx-h200 =\n%s\nwant (%s)\n%s", got, golden, want)
+	}
+}
