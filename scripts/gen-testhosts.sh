@@ -241,4 +241,41 @@ jq '.devices |= map(select(.name | startswith("GPU-") | not))' \
 broken broken-empty-device
 jq '.devices += [{name: "demo1", containerEdits: {}}]' \
   nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-empty-device/run/cdi/nvidia-container-toolkit.json
+# readme TREE TEXT: each tree says what it is.
+readme() { printf '%s\n' "$2" > "$1/README.md"; }
+readme nixos-h200 "# nixos-h200
+A NixOS DGX H200 node (x86_64, 8 GPUs, driver $VER): /run/opengl-driver is an absolute link to
+the hardware.graphics buildEnv in /nix/store, which links into the nvidia-x11, libglvnd and mesa
+store paths; /var/run links to /run. run/cdi/nvidia-container-toolkit.json is the spec
+nvidia-ctk generates there, with index and UUID device names (the UUIDs of --simulate dgx-h200):
+it mounts the driver libraries and /run/opengl-driver but no graphics manifest (F1). The ICD
+names libGLX_nvidia.so.0 by absolute store path (F2); the implicit layer names
+libnvidia-present.so.$VER, which the spec does not mount (F3). Libraries a manifest names by
+soname are tiny x86-64 ELF files carrying that DT_SONAME. nodeprep cdi patch must add 14 mounts;
+the demo runs nodeprep up on a copy of this tree."
+readme nixos-gh200 "# nixos-gh200
+A NixOS GH200 node (aarch64, 1 GPU): like nixos-h200, but the ICD is nvidia_icd.aarch64.json and
+the multiarch directory is aarch64-linux-gnu. Use --arch arm64. (The ELF stubs are x86-64; only
+their DT_SONAME is read.)"
+readme fhs-ubuntu "# fhs-ubuntu
+An FHS (Ubuntu-like) host whose generated spec already mounts the ICD, EGL vendor and EGL
+platform manifests where the loaders look. etc/nodeprep/config.yaml sets cdi.driverRoot: /usr.
+nodeprep cdi patch must change nothing."
+readme broken-no-icd "# broken-no-icd
+nixos-h200 with the ICD manifest link removed from /run/opengl-driver/share/vulkan/icd.d:
+cdi patch and up must fail (no-icd-on-host) and write nothing."
+readme broken-dangling-icd "# broken-dangling-icd
+nixos-h200 with the nvidia-x11 store path's share/vulkan removed: the ICD and implicit layer links
+in /run/opengl-driver dangle (dangling-host-file)."
+readme broken-malformed-spec "# broken-malformed-spec
+nixos-h200 with the CDI spec cut off after 300 bytes: exit 65 naming the file, nothing written."
+readme broken-low-version "# broken-low-version
+nixos-h200 with cdiVersion 0.4.0 although a device node has hostPath (needs 0.5.0, F7):
+cdi check reports it; cdi patch raises it to 0.5.0."
+readme broken-index-names "# broken-index-names
+nixos-h200 with index device names only (the NixOS default device-name-strategy): pods asking for
+nvidia.com/gpu=GPU-<uuid> fail (F6); cdi check and up report each missing name."
+readme broken-empty-device "# broken-empty-device
+nixos-h200 with a device demo1 that has no container edits (F8): cdi check names it, cdi patch
+exits 65 and writes nothing."
 echo "generated: $(ls -d */ | tr -d / | tr '\n' ' ')"
