@@ -117,7 +117,9 @@ type UpConfig struct {
 // architecture as GOARCH spells it ("amd64", "arm64"); it picks the
 // multiarch library directory (cdi.DefaultContainerPaths).
 func DefaultConfig(arch string) Config {
-	yes := true
+	// One allocation per field: yaml.v3 decodes through a pointer that is
+	// already set, so a shared *bool would let one key set all three.
+	yes := func() *bool { b := true; return &b }
 	return Config{
 		CDI: CDIConfig{
 			Spec:           "/var/run/cdi/nvidia-container-toolkit.json",
@@ -128,14 +130,14 @@ func DefaultConfig(arch string) Config {
 		Join: JoinConfig{
 			K3sConfig:    "/etc/rancher/k3s/config.yaml",
 			DropIn:       "50-nodeprep.yaml",
-			DefaultTaint: &yes,
-			GFDLabels:    &yes,
+			DefaultTaint: yes(),
+			GFDLabels:    yes(),
 		},
 		Selftest: SelftestConfig{
 			VulkanLoader: "libvulkan.so.1",
 			EGLLib:       "libEGL.so.1",
 			Timeout:      30 * time.Second,
-			RequireEGL:   &yes,
+			RequireEGL:   yes(),
 		},
 		Up: UpConfig{
 			OnSelftestFailure: "block",

@@ -224,6 +224,11 @@ func TestPlanConflicts(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Plan: %v", err)
 				}
+				for _, want := range append(append([]string{}, labels...), taints...) {
+					if !slices.Contains(Values(r.Effective.NodeLabels), want) && !slices.Contains(Values(r.Effective.NodeTaints), want) {
+						t.Errorf("effective lists lack nodeprep's %s", want)
+					}
+				}
 				return
 			}
 			if !errors.Is(err, fault.ErrCheckFailed) || !strings.Contains(err.Error(), tc.wantFile) {

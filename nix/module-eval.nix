@@ -1,0 +1,113 @@
+# checks.<system>.module-eval: evaluate a NixOS system built from `modules`
+# (the flake passes nixosModules.default + example-configuration.nix),
+# fail on any failed assertion, check how nodeprep.service is wired, and
+# write the facts to $out as JSON.
+#
+# Only evaluation happens: the system's toplevel derivation is instantiated
+# (so every option of the whole configuration type-checks and the unit file
+# renders) but not built, and $out has no store references.
+{
+  pkgs,
+  nixosSystem,
+  modules,
+}:
+let
+  inherit (pkgs) lib;
+  sys = nixosSystem { inherit modules; };
+  cfg = sys.config;
+  unit = cfg.systemd.services.nodeprep;
+  sc = unit.serviceConfig;
+
+  failedAssertions = map (a: a.message) (lib.filter (a: !a.assertion) cfg.assertions);
+
+  # What the design says about the unit; each is { name; ok; }.
+  expectations = [
+    {
+      name = "oneshot with RemainAfterExit";
+      ok = sc.Type == "oneshot" && sc.RemainAfterExit;
+    }
+    {
+      name = "after, requires and partOf the CDI generator";
+      ok = lib.all (l: lib.elem "nvidia-container-toolkit-cdi-generator.service" l) [
+        unit.after
+        unit.requires
+        unit.partOf
+      ];
+    }
+    {
+      name = "before and requiredBy k3s";
+      ok = lib.elem "k3s.service" unit.before && lib.elem "k3s.service" unit.requiredBy;
+    }
+    {
+      name = "ExecStart passes the loader, EGL, NVML and metrics flags";
+      ok = lib.all (f: lib.hasInfix f sc.ExecStart) [
+        "\"up\""
+        "--config=/etc/nodeprep/config.yaml"
+        "--vulkan-loader=/nix/store/"
+        "--egl-lib=/nix/store/"
+        "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+        "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
+      ];
+    }
+    {
+      name = "the k3s token never reaches nodeprep";
+      ok = !(lib.hasInfix "token" sc.ExecStart);
+    }
+    {
+      name = "ProtectSystem=strict with exactly the written directories";
+      ok =
+        sc.ProtectSystem == "strict"
+        && sc.ReadWritePaths == [
+          "/run/cdi"
+          "/etc/rancher/k3s/config.yaml.d"
+          "/run/nodeprep"
+          "/var/lib/prometheus-node-exporter/textfile"
+        ];
+    }
+    {
+      name = "network-less, no new privileges, GPU devices only";
+      ok =
+        sc.PrivateNetwork
+        && sc.NoNewPrivileges
+        && sc.DevicePolicy == "closed"
+        && lib.elem "char-nvidia-frontend rw" sc.DeviceAllow
+        && lib.elem "char-drm rw" sc.DeviceAllow;
+    }
+    {
+      name = "config.yaml has the taint and the policy";
+      ok =
+        lib.hasInfix "nvidia.com/gpu=present:NoSchedule" cfg.environment.etc."nodeprep/config.yaml".text
+        && lib.hasInfix "onSelftestFailure: \"block\"" cfg.environment.etc."nodeprep/config.yaml".text;
+    }
+    {
+      name = "tmpfiles make the drop-in directory";
+      ok = lib.elem "d /etc/rancher/k3s/config.yaml.d 0755 root root -" cfg.systemd.tmpfiles.rules;
+    }
+  ];
+  unmet = map (e: e.name) (lib.filter (e: !e.ok) expectations);
+
+  # Instantiating toplevel evaluates everything (and the rendered unit).
+  toplevel = builtins.unsafeDiscardStringContext cfg.system.build.toplevel.drvPath;
+  unitText = builtins.unsafeDiscardStringContext cfg.systemd.units."nodeprep.service".text;
+
+  facts = {
+    inherit toplevel unitText;
+    configYaml = cfg.environment.etc."nodeprep/config.yaml".text;
+    inherit (unit)
+      after
+      requires
+      partOf
+      before
+      requiredBy
+      ;
+    execStart = builtins.unsafeDiscardStringContext sc.ExecStart;
+    readWritePaths = sc.ReadWritePaths;
+    tmpfiles = cfg.systemd.tmpfiles.rules;
+  };
+in
+if failedAssertions != [ ] then
+  throw "module-eval: failed assertions:\n- ${lib.concatStringsSep "\n- " failedAssertions}"
+else if unmet != [ ] then
+  throw "module-eval: nodeprep.service: ${lib.concatStringsSep "; " unmet}"
+else
+  pkgs.writeText "nodeprep-module-eval.json" (builtins.toJSON facts)

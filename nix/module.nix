@@ -1,0 +1,304 @@
+# NixOS module: services.nodeprep.
+#
+# Runs `nodeprep up` at every boot, between the NVIDIA CDI generator and
+# k3s: inspect the GPUs (NVML), patch the generated CDI spec with the
+# Vulkan/EGL/glvnd mounts NixOS keeps under /run/opengl-driver, prove Vulkan
+# and EGL work, write the k3s agent drop-in with the node's labels and
+# taints, and only then let k3s start. A node whose GPUs cannot render never
+# joins (policy "block"), or joins tainted (policy "taint").
+#
+# The logic (config rendering, the command line, the writable paths) is in
+# ./lib.nix, which needs no nixpkgs and is tested by ./tests.nix.
+#
+# CDI and k3s: k3s's embedded containerd (1.7+, k3s 1.29+) reads CDI specs
+# from /etc/cdi and /var/run/cdi by default (enable_cdi is on), so the spec
+# nodeprep patches is what the NVIDIA device plugin's CDI mode
+# (deviceListStrategy=cdi-cri) hands to containers; no containerd template
+# is needed. With `virtualisation.containerd` instead of k3s's embedded one,
+# set `virtualisation.containerd.settings.plugins."io.containerd.grpc.v1.cri"
+# .enable_cdi = true` and `cdi_spec_dirs = [ "/etc/cdi" "/var/run/cdi" ]`.
+{
+  config,
+  lib,
+  pkgs,
+  ...
+}:
+let
+  cfg = config.services.nodeprep;
+  nplib = import ./lib.nix;
+
+  generator = "nvidia-container-toolkit-cdi-generator.service";
+
+  # services.k3s may be absent (a module set without k3s) or older (no
+  # nodeLabel/nodeTaint options, extraFlags a string): read it defensively.
+  k3s = config.services.k3s or { };
+  k3sConfigPath = k3s.configPath or null;
+
+  # Everything lib.nix takes, from the options.
+  opts = {
+    inherit (cfg)
+      settings
+      taints
+      labels
+      onSelftestFailure
+      extraArgs
+      ;
+    metricsTextfileDir = if cfg.metrics.textfileDir == null then null else toString cfg.metrics.textfileDir;
+    k3sConfigPath = if k3sConfigPath == null then null else toString k3sConfigPath;
+    k3sExtraFlags = k3s.extraFlags or [ ];
+    k3sNodeLabels = k3s.nodeLabel or [ ];
+    k3sNodeTaints = k3s.nodeTaint or [ ];
+    vulkanLoader = "${lib.getLib cfg.vulkanLoader}/lib/libvulkan.so.1";
+    eglLib = "${lib.getLib cfg.libglvnd}/lib/libEGL.so.1";
+    nvmlLib = "${pkgs.addDriverRunpath.driverLink}/lib/libnvidia-ml.so.1";
+    configFile = "/etc/nodeprep/config.yaml";
+  };
+
+  settingsFormat = pkgs.formats.json { };
+in
+{
+  options.services.nodeprep = {
+    enable = lib.mkEnableOption ''
+      nodeprep, which prepares this machine's NVIDIA GPUs for k3s at every
+      boot (CDI patch, Vulkan/EGL self-test, k3s labels and taints) and
+      keeps k3s from starting when they are not usable'';
+
+    package = lib.mkOption {
+      type = lib.types.package;
+      default = pkgs.callPackage ./package.nix { };
+      defaultText = lib.literalExpression "pkgs.callPackage ./nix/package.nix { }";
+      description = "The nodeprep package (the flake's nixosModules.default sets its own build).";
+    };
+
+    vulkanLoader = lib.mkPackageOption pkgs "vulkan-loader" {
+      extraDescription = "The self-test loads its libvulkan.so.1 (`--vulkan-loader`); the ICDs come from /run/opengl-driver.";
+    };
+
+    libglvnd = lib.mkPackageOption pkgs "libglvnd" {
+      extraDescription = "The self-test loads its libEGL.so.1 (`--egl-lib`).";
+    };
+
+    taints = lib.mkOption {
+      type = lib.types.listOf lib.types.str;
+      default = [ nplib.defaults.defaultTaint ];
+      example = [
+        "nvidia.com/gpu=present:NoSchedule"
+        "dedicated=render:NoExecute"
+      ];
+      description = ''
+        The node's taints, `key[=value]:Effect`, registered with the node
+        (k3s `node-taint`). This is the complete list: the default taint is
+        only there while it is in the list. Taints reach a Node only when it
+        first registers.
+      '';
+    };
+
+    labels = lib.mkOption {
+      type = lib.types.listOf lib.types.str;
+      default = [ ];
+      example = [ "pool=render" ];
+      description = ''
+        Extra node labels, `key=value`, added to the ones nodeprep derives
+        from the GPU inventory (GPU Feature Discovery's `nvidia.com/...`).
+      '';
+    };
+
+    onSelftestFailure = lib.mkOption {
+      type = lib.types.enum [
+        "block"
+        "taint"
+      ];
+      default = "block";
+      description = ''
+        What a failed Vulkan/EGL self-test does. `block`: the unit fails
+        and k3s (which requires it) does not start. `taint`: the node joins
+        with the extra taint `nodeprep.dev/gpu-unhealthy=true:NoExecute`.
+      '';
+    };
+
+    metrics.textfileDir = lib.mkOption {
+      type = lib.types.nullOr lib.types.path;
+      default = null;
+      example = "/var/lib/prometheus-node-exporter/textfile";
+      description = ''
+        Directory of node_exporter's textfile collector; when set, nodeprep
+        writes `nodeprep.prom` there (`nodeprep_ready`, `nodeprep_gpus`,
+        stage durations, ...). Point
+        `services.prometheus.exporters.node.extraFlags` at it with
+        `--collector.textfile.directory=<dir>`.
+      '';
+    };
+
+    settings = lib.mkOption {
+      type = settingsFormat.type;
+      default = { };
+      example = lib.literalExpression ''
+        {
+          cdi.deviceNames = [ "uuid" "index" ];
+          join.gfdLabels = false; # GPU Feature Discovery runs in the cluster
+          selftest.timeout = "45s";
+          wait = "30s";
+        }
+      '';
+      description = ''
+        The rest of /etc/nodeprep/config.yaml (sections `cdi`, `nvml`,
+        `join`, `selftest`, `up`, `wait`; unknown keys are rejected by
+        nodeprep). Durations are strings such as `"30s"`. Keys that typed
+        options own (`join.taints`, `join.labels`, `join.defaultTaint`,
+        `up.onSelftestFailure`, and `up.metricsFile` when
+        `metrics.textfileDir` is set) may not be set here.
+      '';
+    };
+
+    extraArgs = lib.mkOption {
+      type = lib.types.listOf lib.types.str;
+      default = [ ];
+      example = [ "--verbose" ];
+      description = "Extra arguments of `nodeprep up` in the unit.";
+    };
+  };
+
+  config = lib.mkIf cfg.enable {
+    assertions = [
+      {
+        assertion = config.hardware.nvidia-container-toolkit.enable or false;
+        message = ''
+          services.nodeprep needs hardware.nvidia-container-toolkit.enable = true:
+          nodeprep patches the CDI spec that nvidia-container-toolkit-cdi-generator.service
+          writes to /var/run/cdi, and its unit is ordered after that service.'';
+      }
+      {
+        assertion = nplib.conflicts opts == [ ];
+        message = ''
+          services.nodeprep.settings sets ${lib.concatStringsSep ", " (nplib.conflicts opts)},
+          which typed options own (services.nodeprep.taints, labels, onSelftestFailure,
+          metrics.textfileDir, services.k3s.configPath): set those instead.'';
+      }
+      {
+        assertion = nplib.k3sNodeArgConflicts opts == [ ];
+        message = ''
+          services.k3s passes ${lib.concatStringsSep " " (nplib.k3sNodeArgConflicts opts)} to k3s.
+          k3s command-line node labels/taints replace the whole list, dropping the ones
+          nodeprep writes to config.yaml.d, so `nodeprep up` would refuse to run.
+          Move them to services.nodeprep.labels / services.nodeprep.taints (or set
+          services.nodeprep.settings.join.allowOverride = true to accept the override).'';
+      }
+      {
+        # A path literal (./k3s.yaml) is copied to the store by the k3s unit.
+        assertion =
+          k3sConfigPath == null
+          || !(builtins.isPath k3sConfigPath || lib.hasPrefix builtins.storeDir (toString k3sConfigPath));
+        message = ''
+          services.k3s.configPath is in the Nix store, so its drop-in directory
+          (<configPath>.d) is read-only and nodeprep cannot write its k3s drop-in.
+          Put the k3s config under /etc (environment.etc."rancher/k3s/config.yaml")
+          and leave services.k3s.configPath unset.'';
+      }
+    ];
+
+    # `nodeprep` for manual runs (`nodeprep inspect`, `nodeprep cdi check`);
+    # `systemctl cat nodeprep` shows the unit's exact `up` command line.
+    environment.systemPackages = [ cfg.package ];
+
+    environment.etc."nodeprep/config.yaml".text = nplib.renderConfig opts;
+
+    # The writable directories must exist before the unit starts
+    # (ReadWritePaths= fails on a missing path); /run/cdi is the generator's.
+    systemd.tmpfiles.rules = nplib.tmpfilesRules opts;
+
+    systemd.services.nodeprep = {
+      description = "Prepare NVIDIA GPUs for k3s (CDI patch, Vulkan/EGL self-test, join config)";
+      documentation = [ "https://github.com/nodeprep/nodeprep" ];
+
+      # The generator writes /run/cdi/nvidia-container-toolkit.json; its
+      # RuntimeDirectory=cdi is wiped whenever it stops or restarts (udev
+      # restarts it when the nvidia device appears), taking our patch with
+      # it. PartOf= propagates that stop/restart to nodeprep, which then
+      # runs again after the generator and re-patches the fresh spec.
+      after = [ generator ];
+      requires = [ generator ];
+      partOf = [ generator ];
+
+      # k3s starts only after a successful run, and only if it succeeded:
+      # requiredBy adds Requires=nodeprep.service to k3s.service. A failed
+      # run (or a failed re-run after the generator restarts) stops k3s; the
+      # node goes NotReady and its pods are rescheduled elsewhere.
+      before = [ "k3s.service" ];
+      requiredBy = [ "k3s.service" ];
+      wantedBy = [ "multi-user.target" ];
+
+      # A new config is a new run (on `nixos-rebuild switch`).
+      restartTriggers = [ config.environment.etc."nodeprep/config.yaml".source ];
+
+      # Nothing secret: the environment is empty, and the command line
+      # carries only node-label/node-taint words from services.k3s, never
+      # its token.
+      serviceConfig = {
+        # oneshot + RemainAfterExit: "active" means "this boot's GPUs were
+        # checked and the drop-in written"; k3s's Requires= holds on to
+        # that. nodeprep still speaks sd_notify: NotifyAccess=main makes
+        # systemd pass NOTIFY_SOCKET, so its STATUS= lines show in
+        # `systemctl status nodeprep`; READY=1 is ignored for oneshot units
+        # (harmless) — completion is the process's exit. Type=notify would
+        # make READY=1 the start signal but mixes poorly with
+        # RemainAfterExit and a non-zero exit as the "block" verdict.
+        Type = "oneshot";
+        RemainAfterExit = true;
+        NotifyAccess = "main";
+        ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.execArgs opts);
+        # The self-test bounds each probe (selftest.timeout, 30s); oneshot
+        # units have no start timeout by default.
+        TimeoutStartSec = "5min";
+        UMask = "0022";
+
+        # --- hardening -------------------------------------------------
+        # Writes exactly: /run/cdi (spec), <k3s config>.d (drop-in),
+        # /run/nodeprep (status, lock) and the metrics directory.
+        ProtectSystem = "strict";
+        ReadWritePaths = nplib.readWritePaths opts;
+        ProtectHome = true;
+        PrivateTmp = true;
+        PrivateNetwork = true;
+        RestrictAddressFamilies = [ "AF_UNIX" ]; # NOTIFY_SOCKET only
+        IPAddressDeny = "any";
+        NoNewPrivileges = true;
+        # Every file it writes is root's in a root-owned directory: no
+        # capability needed (not even CAP_DAC_OVERRIDE).
+        CapabilityBoundingSet = [ "" ];
+        # The GPUs: /dev/nvidia{0..N,ctl,-modeset} (nvidia-frontend),
+        # /dev/nvidia-uvm{,-tools}, /dev/nvidia-caps/* (MIG), NVSwitch and
+        # NVLink nodes on HGX boards, /dev/dri/* for EGL. Device nodes are
+        # made by the NixOS nvidia module's udev rules, not nvidia-modprobe
+        # (which NoNewPrivileges would stop). No PrivateDevices=: it would
+        # hide them. "char-nvidia*" catches majors named otherwise.
+        DevicePolicy = "closed";
+        DeviceAllow = [
+          "char-nvidia-frontend rw"
+          "char-nvidia-uvm rw"
+          "char-nvidia-caps rw"
+          "char-nvidia-nvswitch rw"
+          "char-nvidia-nvlink rw"
+          "char-nvidia* rw"
+          "char-drm rw"
+        ];
+        ProtectKernelTunables = true;
+        ProtectKernelModules = true;
+        ProtectKernelLogs = true;
+        ProtectControlGroups = true;
+        ProtectClock = true;
+        ProtectHostname = true;
+        # The in-container self-test (selftest.container) needs namespaces
+        # and runc; it is for manual bring-up, not this unit.
+        RestrictNamespaces = true;
+        RestrictRealtime = true;
+        RestrictSUIDSGID = true;
+        LockPersonality = true;
+        # No MemoryDenyWriteExecute: the Vulkan drivers (NVIDIA's, and
+        # lavapipe's LLVM) JIT-compile shaders into W+X memory.
+        SystemCallArchitectures = "native";
+        SystemCallFilter = [ "@system-service" ];
+        SystemCallErrorNumber = "EPERM";
+      };
+    };
+  };
+}

@@ -1,0 +1,105 @@
+# nodeprep, built with buildGoModule.
+#
+#   nix build .#default          (the flake calls this with its version)
+#   nix-build -E 'with import <nixpkgs> { }; callPackage ./nix/package.nix { }'
+#
+# cgo is on: the self-test's shim (nodeprep/selftest/shim.c) includes
+# <vulkan/vulkan.h> and <EGL/egl.h> but links only -ldl — libvulkan.so.1
+# and libEGL.so.1 are dlopened at run time (the NixOS module passes their
+# store paths with --vulkan-loader/--egl-lib), so the binary has no runtime
+# dependency on them.
+#
+# The Go tests do not run in this build (doCheck = false): the flake's
+# checks.<system>.go-tests builds it again with doCheck = true, which runs
+# `go test ./...` over every package (buildGoModule's own checkPhase would
+# test only subPackages) against Mesa's lavapipe (Vulkan on the CPU) and
+# Mesa's EGL, exactly as `make unit` does on Debian.
+{
+  lib,
+  stdenv,
+  buildGoModule,
+  vulkan-headers,
+  vulkan-loader,
+  libglvnd,
+  mesa,
+  version ? "dev",
+  commit ? "",
+}:
+
+let
+  # Only what the Go build and its tests read, so editing nix/, the README
+  # or scripts does not rebuild (or re-vendor) anything.
+  root = ../.;
+  src = lib.fileset.toSource {
+    inherit root;
+    fileset = lib.fileset.unions [
+      (root + "/go.mod")
+      (root + "/go.sum")
+      (root + "/cmd")
+      (root + "/nodeprep")
+      (root + "/cdi")
+      (lib.fileset.maybeMissing (root + "/testdata"))
+    ];
+  };
+
+  # Mesa's lavapipe ICD and EGL vendor manifest, for the tests.
+  lvpICD = "${mesa}/share/vulkan/icd.d/lvp_icd.${stdenv.hostPlatform.uname.processor}.json";
+  mesaEGL = "${mesa}/share/glvnd/egl_vendor.d/50_mesa.json";
+in
+buildGoModule {
+  pname = "nodeprep";
+  inherit version src;
+
+  # The hash of the vendored Go modules. After go.mod/go.sum change, set it
+  # to lib.fakeHash, run `nix build .#default`, and paste the hash from the
+  # "got: sha256-..." line of the mismatch error.
+  vendorHash = lib.fakeHash;
+
+  subPackages = [ "cmd/nodeprep" ];
+
+  env.CGO_ENABLED = "1";
+  # Headers only: vulkan-headers gives <vulkan/vulkan.h>, libglvnd's dev
+  # output <EGL/egl.h> and <EGL/eglext.h>.
+  buildInputs = [
+    vulkan-headers
+    libglvnd
+  ];
+
+  ldflags = [
+    "-s"
+    "-w"
+    "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=${version}"
+    "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=${commit}"
+  ];
+
+  # See the header: checks.go-tests overrides this to true.
+  doCheck = false;
+  nativeCheckInputs = [ mesa ];
+  checkPhase = ''
+    runHook preCheck
+    export VK_DRIVER_FILES=${lvpICD}
+    export __EGL_VENDOR_LIBRARY_FILENAMES=${mesaEGL}
+    # The shim dlopens libvulkan.so.1 and libEGL.so.1 by name in the tests;
+    # glvnd then loads Mesa's libEGL_mesa.so.0.
+    export LD_LIBRARY_PATH=${
+      lib.makeLibraryPath [
+        vulkan-loader
+        libglvnd
+        mesa
+      ]
+    }
+    # No GPU in the sandbox: NVML is absent, tests use --simulate.
+    go test -count=1 ./...
+    runHook postCheck
+  '';
+
+  meta = {
+    description = "Turn a NixOS machine with NVIDIA GPUs into a k3s GPU node (CDI patch, Vulkan/EGL self-test, join config)";
+    homepage = "https://github.com/nodeprep/nodeprep";
+    mainProgram = "nodeprep";
+    platforms = [
+      "x86_64-linux"
+      "aarch64-linux"
+    ];
+  };
+}

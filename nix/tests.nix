@@ -1,0 +1,353 @@
+# Builtins-only tests of nix/lib.nix. Evaluates to `true`, or throws a
+# message naming the first failing case with what it got and expected:
+#
+#   nix-instantiate --eval --strict nix/tests.nix
+#
+# Run by scripts/nix-check.sh (CI without nixpkgs) and by the flake's
+# checks.<system>.lib-tests.
+let
+  lib = import ./lib.nix;
+
+  # A case: { name; got; want; }. Compared with ==, shown as JSON.
+  check =
+    case:
+    if case.got == case.want then
+      true
+    else
+      throw ''
+        nix/tests.nix: FAILED ${case.name}
+          got:  ${builtins.toJSON case.got}
+          want: ${builtins.toJSON case.want}'';
+
+  runAll = cases: builtins.foldl' (ok: c: ok && check c) true cases;
+
+  store = "/nix/store/00000000000000000000000000000000";
+  vulkanLoader = "${store}-vulkan-loader-1.4.313/lib/libvulkan.so.1";
+  eglLib = "${store}-libglvnd-1.7.0/lib/libEGL.so.1";
+
+  # What the module passes for a typical node (see example-configuration.nix).
+  base = {
+    inherit vulkanLoader eglLib;
+  };
+
+  baseArgs = [
+    "up"
+    "--config=/etc/nodeprep/config.yaml"
+    "--vulkan-loader=${vulkanLoader}"
+    "--egl-lib=${eglLib}"
+    "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+  ];
+
+  yamlCases = [
+    {
+      name = "toYAML: scalars are JSON-quoted, keys sorted, nesting indented";
+      got = lib.toYAML {
+        b = "x: #y";
+        a = {
+          n = 1;
+          t = true;
+          z = null;
+          f = 1.5;
+        };
+      };
+      want = ''
+        a:
+          f: 1.5
+          n: 1
+          t: true
+          z: null
+        b: "x: #y"
+      '';
+    }
+    {
+      name = "toYAML: lists, lists of mappings, nested lists, empty collections";
+      got = lib.toYAML {
+        l = [
+          "a"
+          {
+            k = 1;
+            m = [ 2 ];
+          }
+          [ "n" ]
+        ];
+        e = { };
+        el = [ ];
+      };
+      want = ''
+        e: {}
+        el: []
+        l:
+          - "a"
+          - k: 1
+            m:
+              - 2
+          - - "n"
+      '';
+    }
+    {
+      name = "toYAML: strings YAML would reinterpret stay strings; odd keys are quoted";
+      got = lib.toYAML {
+        "a key" = "yes";
+        mode = "0755";
+        s = "line\n\"q\"";
+      };
+      want = ''
+        "a key": "yes"
+        mode: "0755"
+        s: "line\n\"q\""
+      '';
+    }
+    {
+      name = "toYAML: host paths are written as strings, not copied to the store";
+      got = lib.toYAML { p = /etc/nodeprep; };
+      want = ''
+        p: "/etc/nodeprep"
+      '';
+    }
+    {
+      name = "renderConfig: defaults";
+      got = lib.renderConfig { };
+      want = ''
+        # Written by the NixOS module services.nodeprep; change services.nodeprep.* instead.
+        # JSON-quoted scalars are plain YAML double-quoted strings.
+        join:
+          defaultTaint: false
+          labels: []
+          taints:
+            - "nvidia.com/gpu=present:NoSchedule"
+        up:
+          onSelftestFailure: "block"
+      '';
+    }
+    {
+      name = "mkConfig: typed options laid over settings, settings kept";
+      got = lib.mkConfig {
+        settings = {
+          cdi.deviceNames = [
+            "uuid"
+            "index"
+          ];
+          join.gfdLabels = false;
+          selftest.timeout = "45s";
+          wait = "30s";
+        };
+        taints = [
+          "nvidia.com/gpu=present:NoSchedule"
+          "dedicated=render:NoSchedule"
+        ];
+        labels = [ "pool=render" ];
+        onSelftestFailure = "taint";
+        k3sConfigPath = "/etc/k3s/agent.yaml";
+      };
+      want = {
+        cdi.deviceNames = [
+          "uuid"
+          "index"
+        ];
+        join = {
+          gfdLabels = false;
+          taints = [
+            "nvidia.com/gpu=present:NoSchedule"
+            "dedicated=render:NoSchedule"
+          ];
+          labels = [ "pool=render" ];
+          defaultTaint = false;
+          k3sConfig = "/etc/k3s/agent.yaml";
+        };
+        selftest.timeout = "45s";
+        up.onSelftestFailure = "taint";
+        wait = "30s";
+      };
+    }
+    {
+      name = "mkConfig: an empty taint list means no taint at all";
+      got = (lib.mkConfig { taints = [ ]; }).join;
+      want = {
+        taints = [ ];
+        labels = [ ];
+        defaultTaint = false;
+      };
+    }
+    {
+      name = "conflicts: settings keys owned by typed options";
+      got = lib.conflicts {
+        settings = {
+          join.taints = [ "a=b:NoSchedule" ];
+          join.gfdLabels = false;
+          up.onSelftestFailure = "taint";
+          up.metricsFile = "/x/n.prom";
+        };
+        metricsTextfileDir = "/var/lib/node-exporter";
+      };
+      want = [
+        "join.taints"
+        "up.onSelftestFailure"
+        "up.metricsFile"
+      ];
+    }
+    {
+      name = "conflicts: none for free settings";
+      got = lib.conflicts {
+        settings = {
+          up.metricsFile = "/x/n.prom";
+          join.gfdLabels = false;
+        };
+      };
+      want = [ ];
+    }
+  ];
+
+  argCases = [
+    {
+      name = "execArgs: without metrics or k3s flags";
+      got = lib.execArgs base;
+      want = baseArgs;
+    }
+    {
+      name = "execArgs: with a metrics textfile directory";
+      got = lib.execArgs (base // { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; });
+      want = baseArgs ++ [ "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom" ];
+    }
+    {
+      name = "execArgs: k3s flags (list with multi-word entries, nodeLabel, nodeTaint); secrets dropped";
+      got = lib.execArgs (
+        base
+        // {
+          k3sExtraFlags = [
+            "--node-label zone=a"
+            "--token s3cret"
+            "--node-taint=x=y:NoExecute"
+            "--disable traefik"
+            "-node-label"
+            "rack=4"
+          ];
+          k3sNodeLabels = [ "pool=gpu" ];
+          k3sNodeTaints = [ "t=1:NoSchedule" ];
+        }
+      );
+      want = baseArgs ++ [
+        "--k3s-arg=--node-label=pool=gpu"
+        "--k3s-arg=--node-taint=t=1:NoSchedule"
+        "--k3s-arg=--node-label=zone=a"
+        "--k3s-arg=--node-taint=x=y:NoExecute"
+        "--k3s-arg=--node-label=rack=4"
+      ];
+    }
+    {
+      name = "execArgs: k3s extraFlags as one string";
+      got = lib.execArgs (
+        base // { k3sExtraFlags = "--server https://k:6443  --node-label=a=b\n--node-taint c=d:NoSchedule"; }
+      );
+      want = baseArgs ++ [
+        "--k3s-arg=--node-label=a=b"
+        "--k3s-arg=--node-taint=c=d:NoSchedule"
+      ];
+    }
+    {
+      name = "execArgs: settings that name the libraries win over the flags; extraArgs last";
+      got = lib.execArgs (
+        base
+        // {
+          settings = {
+            selftest.vulkanLoader = "/opt/libvulkan.so.1";
+            nvml.library = "/opt/libnvidia-ml.so.1";
+          };
+          extraArgs = [ "-v" ];
+        }
+      );
+      want = [
+        "up"
+        "--config=/etc/nodeprep/config.yaml"
+        "--egl-lib=${eglLib}"
+        "-v"
+      ];
+    }
+    {
+      name = "escapeSystemdExecArgs: quoted, % and $ doubled";
+      got = lib.escapeSystemdExecArgs [
+        "/bin/nodeprep"
+        "--k3s-arg=--node-label=a=b c"
+        "100%$HOME"
+      ];
+      want = ''"/bin/nodeprep" "--k3s-arg=--node-label=a=b c" "100%%$$HOME"'';
+    }
+  ];
+
+  k3sCases = [
+    {
+      name = "k3sNodeArgConflicts: node labels/taints on the k3s command line";
+      got = lib.k3sNodeArgConflicts {
+        k3sExtraFlags = "--disable traefik --node-taint a=b:NoSchedule";
+        k3sNodeLabels = [ "x=y" ];
+      };
+      want = [
+        "--node-label=x=y"
+        "--node-taint=a=b:NoSchedule"
+      ];
+    }
+    {
+      name = "k3sNodeArgConflicts: none without them, none with join.allowOverride";
+      got = [
+        (lib.k3sNodeArgConflicts { k3sExtraFlags = [ "--disable traefik" ]; })
+        (lib.k3sNodeArgConflicts {
+          k3sNodeLabels = [ "x=y" ];
+          settings.join.allowOverride = true;
+        })
+      ];
+      want = [
+        [ ]
+        [ ]
+      ];
+    }
+  ];
+
+  pathCases = [
+    {
+      name = "readWritePaths: defaults";
+      got = lib.readWritePaths { };
+      want = [
+        "/run/cdi"
+        "/etc/rancher/k3s/config.yaml.d"
+        "/run/nodeprep"
+      ];
+    }
+    {
+      name = "readWritePaths: with metrics";
+      got = lib.readWritePaths { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; };
+      want = [
+        "/run/cdi"
+        "/etc/rancher/k3s/config.yaml.d"
+        "/run/nodeprep"
+        "/var/lib/prometheus-node-exporter/textfile"
+      ];
+    }
+    {
+      name = "readWritePaths: follows a custom spec, status file, k3s config path";
+      got = lib.readWritePaths {
+        settings = {
+          cdi.spec = "/etc/cdi/nvidia.json";
+          up.statusFile = "/var/lib/nodeprep/status.json";
+          up.metricsFile = "/var/run/metrics/np.prom";
+        };
+        k3sConfigPath = "/etc/k3s/agent.yaml";
+      };
+      want = [
+        "/etc/cdi"
+        "/etc/k3s/agent.yaml.d"
+        "/run/nodeprep"
+        "/var/lib/nodeprep"
+        "/run/metrics"
+      ];
+    }
+    {
+      name = "tmpfilesRules: every writable directory but the generator's /run/cdi";
+      got = lib.tmpfilesRules { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; };
+      want = [
+        "d /etc/rancher/k3s/config.yaml.d 0755 root root -"
+        "d /run/nodeprep 0755 root root -"
+        "d /var/lib/prometheus-node-exporter/textfile 0755 root root -"
+      ];
+    }
+  ];
+in
+runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases)

@@ -1,0 +1,78 @@
+package nodeprep
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+func TestParseConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		yaml  string
+		check func(t *testing.T, c Config)
+		err   string
+	}{
+		{name: "empty keeps defaults", yaml: "", check: func(t *testing.T, c Config) {
+			if c.CDI.DriverRoot != "/run/opengl-driver" || !*c.Join.DefaultTaint || !*c.Join.GFDLabels || !*c.Selftest.RequireEGL || c.Selftest.Timeout != 30*time.Second {
+				t.Errorf("defaults lost: %+v", c)
+			}
+		}},
+		// Each *bool default is its own: setting one leaves the others.
+		{name: "one bool", yaml: "join:\n  defaultTaint: false\n", check: func(t *testing.T, c Config) {
+			if *c.Join.DefaultTaint || !*c.Join.GFDLabels || !*c.Selftest.RequireEGL {
+				t.Errorf("defaultTaint=%v gfdLabels=%v requireEGL=%v", *c.Join.DefaultTaint, *c.Join.GFDLabels, *c.Selftest.RequireEGL)
+			}
+		}},
+		{name: "nested and durations", yaml: "cdi:\n  containerPaths:\n    icd: /usr/share/vulkan/icd.d/nv.json\nselftest:\n  timeout: 5s\nwait: 1m\n", check: func(t *testing.T, c Config) {
+			if c.CDI.ContainerPaths.ICD != "/usr/share/vulkan/icd.d/nv.json" || c.CDI.ContainerPaths.EGLVendor == "" || c.Selftest.Timeout != 5*time.Second || c.Wait != time.Minute {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "unknown key", yaml: "cdi:\n  specPath: /x\n", err: "field specPath not found"},
+		{name: "bad policy", yaml: "up:\n  onSelftestFailure: ignore\n", err: "want block or taint"},
+		{name: "two documents", yaml: "wait: 1s\n---\nwait: 2s\n", err: "more than one YAML document"},
+		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := DefaultConfig("amd64")
+			c, err := ParseConfig("config.yaml", []byte(tt.yaml), base)
+			if tt.err != "" {
+				if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "config.yaml") {
+					t.Fatalf("err = %v, want malformed naming the file and %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+			if fresh := DefaultConfig("amd64"); !*fresh.Join.DefaultTaint {
+				t.Error("parsing changed the defaults of a later DefaultConfig")
+			}
+		})
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("cdi:\n  driverRoot: /x\njoin:\n  taints: [a=b:NoSchedule]\n"))
+	f.Add([]byte("up: {onSelftestFailure: taint}\nwait: 3s"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz.yaml", data, DefaultConfig("arm64"))
+		if err != nil {
+			if !errors.Is(err, fault.ErrMalformed) {
+				t.Fatalf("error not marked malformed: %v", err)
+			}
+			return
+		}
+		if c.Up.OnSelftestFailure != PolicyBlock && c.Up.OnSelftestFailure != PolicyTaint {
+			t.Fatalf("accepted policy %q", c.Up.OnSelftestFailure)
+		}
+	})
+}
