@@ -1,7 +1,283 @@
 package app
 
-import "github.com/spf13/cobra"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
 
-// STUB: replaced by the issue that builds this command.
-func newSelftestCommand(g *globals) *cobra.Command { return &cobra.Command{Use: "selftest", Hidden: true} }
-func newProbeCommand(g *globals) *cobra.Command { return &cobra.Command{Use: "__probe", Hidden: true} }
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+)
+
+// probeCommandName is the hidden subcommand that runs one probe in a child
+// process (selftest.ServeProbe).
+const probeCommandName = "__probe"
+
+// selftestFlags are the self-test flags `selftest` and `up` share.
+type selftestFlags struct {
+	vulkanLoader    string
+	eglLib          string
+	timeout         time.Duration
+	allowCPUAdapter bool
+	requireEGL      bool
+}
+
+type selftestOptions struct {
+	selftestFlags
+	inv inventoryFlags
+}
+
+func (o *selftestFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&o.vulkanLoader, "vulkan-loader", selftest.DefaultVulkanLoader, "Vulkan loader to dlopen (a path, or a name for the dynamic linker's search)")
+	f.StringVar(&o.eglLib, "egl-lib", selftest.DefaultEGLLibrary, "EGL library to dlopen (libglvnd's libEGL.so.1)")
+	f.DurationVar(&o.timeout, "timeout", selftest.DefaultTimeout, "how long each probe child may run before it is killed")
+	f.BoolVar(&o.allowCPUAdapter, "allow-cpu-adapter", false, "let a CPU adapter (lavapipe) and Mesa's EGL device stand in for simulated GPUs (needs --simulate)")
+	f.BoolVar(&o.requireEGL, "require-egl", true, "fail when EGL fails (false: report EGL only)")
+}
+
+// options resolves the flags over the config file into the self-test's
+// options, with this executable as the probe child.
+func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([]selftest.Option, error) {
+	cfg := g.cfg.Selftest
+	requireEGL := true
+	if cfg.RequireEGL != nil {
+		requireEGL = *cfg.RequireEGL
+	}
+	requireEGL = flagOr(f, "require-egl", o.requireEGL, requireEGL)
+	allowCPU := flagOr(f, "allow-cpu-adapter", o.allowCPUAdapter, cfg.AllowCPUAdapter)
+	cfgTimeout := cfg.Timeout
+	if cfgTimeout <= 0 { // zero in the config file means the default
+		cfgTimeout = selftest.DefaultTimeout
+	}
+	timeout := flagOr(f, "timeout", o.timeout, cfgTimeout)
+	if timeout <= 0 {
+		return nil, fault.Usage(fmt.Errorf("--timeout %s: want a positive duration", timeout))
+	}
+	if allowCPU && !simulated {
+		return nil, fault.Usage(errors.New("--allow-cpu-adapter needs --simulate: a CPU adapter never stands in for a real GPU"))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe child: %w", err))
+	}
+	return []selftest.Option{
+		selftest.WithCommand(exe, probeCommandName),
+		selftest.WithEnv(os.Environ()),
+		selftest.WithVulkanLoader(flagOr(f, "vulkan-loader", o.vulkanLoader, cfg.VulkanLoader)),
+		selftest.WithEGLLibrary(flagOr(f, "egl-lib", o.eglLib, cfg.EGLLib)),
+		selftest.WithTimeout(timeout),
+		selftest.WithRequireEGL(requireEGL),
+		selftest.WithAllowCPUAdapter(allowCPU),
+		selftest.WithLogger(g.log),
+	}, nil
+}
+
+func newSelftestCommand(g *globals) *cobra.Command {
+	var o selftestOptions
+	cmd := &cobra.Command{
+		Use:   "selftest",
+		Short: "Prove every GPU works as a Vulkan adapter (compute dispatch) and an EGL device",
+		Long: `selftest probes the Vulkan adapters and EGL devices the way wgpu finds them, in a
+child process bounded by --timeout, runs a compute shader on each adapter and
+reads the result back, and matches the adapters to the NVML GPUs by UUID.
+Each GPU needs exactly one NVIDIA (0x10de) discrete or integrated adapter with
+its UUID whose dispatch verifies; CPU adapters such as llvmpipe never count,
+except with --simulate and --allow-cpu-adapter, where one stands in.
+
+Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL)
+could not be opened.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSelftest(cmd, g, &o)
+		},
+	}
+	f := cmd.Flags()
+	o.inv.add(f)
+	o.selftestFlags.add(f)
+	return cmd
+}
+
+func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
+	f := cmd.Flags()
+	opts, err := o.selftestFlags.options(g, f, o.inv.simulate != "")
+	if err != nil {
+		return err
+	}
+	inv, err := o.inv.inventory(g, f)
+	if err != nil {
+		return err
+	}
+	rep, err := selftest.Run(cmd.Context(), inv, opts...)
+	if err != nil {
+		return err
+	}
+	if err := g.print(rep, func(w io.Writer) error { return writeSelftestText(w, rep) }); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing the self-test report: %w", err))
+	}
+	return selftestExit(rep, g.output == "text")
+}
+
+// selftestExit maps a report to the command's error: nil when it passed;
+// fault.Unavailable (69) when a required library could not be opened
+// (DESIGN.md: "a required library is unavailable (NVML, Vulkan loader)");
+// fault.CheckFailed (1) otherwise. In text mode the reasons are already
+// printed, so the error is silent.
+func selftestExit(rep *selftest.Report, printed bool) error {
+	err := rep.Err()
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, selftest.ErrLibraryNotFound) {
+		err = fault.Unavailable(err)
+	} else {
+		err = fault.CheckFailed(err)
+	}
+	if printed {
+		return silent(err)
+	}
+	return err
+}
+
+// writeSelftestText prints one line per adapter and EGL device with ✓/✗,
+// one per GPU, then the verdict and its reasons.
+func writeSelftestText(w io.Writer, r *selftest.Report) error {
+	ew := &selftestWriter{w: w}
+	mark := func(ok bool) string {
+		if ok {
+			return "✓"
+		}
+		return "✗"
+	}
+	vk := &r.Vulkan
+	ew.printf("Vulkan (loader %s", vk.Loader)
+	if vk.LoaderVersion != "" {
+		ew.printf(" %s", vk.LoaderVersion)
+	}
+	ew.printf(")\n")
+	if vk.Stage != "" {
+		ew.printf("  ✗ %s: %s\n", vk.Stage, selftestOr(vk.Error, vk.Result))
+	}
+	for _, a := range vk.Adapters {
+		ok := a.Dispatch != nil && a.Dispatch.Verified && !a.Hidden
+		ew.printf("  %s #%d %s  %s vendor 0x%04x device 0x%04x  %s %s  %s", mark(ok), a.Index, a.Name, a.DeviceType, a.Vendor, a.Device, a.Driver, a.DriverInfo, selftestOr(a.DeviceUUID, "no UUID"))
+		if a.PCIBusID != "" {
+			ew.printf(" %s", a.PCIBusID)
+		}
+		switch d := a.Dispatch; {
+		case a.Hidden:
+			ew.printf("  hidden: %s", a.HiddenReason)
+		case d == nil:
+			ew.printf("  no dispatch")
+		case d.Verified:
+			ew.printf("  dispatch verified %d elements in %.1f ms", d.Elements, d.Timings.TotalMS)
+		case d.Step != "":
+			ew.printf("  dispatch failed at %s: %s", d.Step, d.Result)
+		default:
+			ew.printf("  dispatch wrong: %d of %d elements (%s)", d.Wrong, d.Elements, d.FirstWrong)
+		}
+		ew.printf("\n")
+	}
+	e := &r.EGL
+	ew.printf("EGL (%s)\n", e.Library)
+	if e.Stage != "" {
+		ew.printf("  ✗ %s: %s\n", e.Stage, e.Error)
+	}
+	for _, d := range e.Devices {
+		ew.printf("  %s device %d", mark(d.Error == ""), d.Index)
+		if d.Vendor != "" {
+			ew.printf(" %s", d.Vendor)
+		}
+		if d.GLRenderer != "" {
+			ew.printf("  %s: %s / %s", d.API, d.GLVendor, d.GLRenderer)
+		}
+		if d.UUID != "" {
+			ew.printf("  %s", d.UUID)
+		}
+		if d.Error != "" {
+			ew.printf("  %s", d.Error)
+		}
+		ew.printf("\n")
+	}
+	ew.printf("GPUs\n")
+	for _, m := range r.Matches {
+		ew.printf("  %s GPU %d %s %s  Vulkan %s", mark(m.Vulkan && (m.EGL || !r.RequireEGL)), m.GPU, m.Name, m.UUID, mark(m.Vulkan))
+		if m.AdapterName != "" {
+			ew.printf(" (%s)", m.AdapterName)
+		}
+		ew.printf("  EGL %s", mark(m.EGL))
+		if m.StandIn {
+			ew.printf("  stand-in")
+		}
+		ew.printf("\n")
+	}
+	for _, s := range r.Warnings {
+		ew.printf("warning: %s\n", s)
+	}
+	verdict := "passed"
+	if !r.Passed {
+		verdict = "FAILED"
+	}
+	var notes string
+	if r.Simulated {
+		notes += ", simulated"
+	}
+	if r.StandIn {
+		notes += ", CPU stand-in: proves the path, not a GPU"
+	}
+	ew.printf("self-test %s (%.0f ms%s)\n", verdict, r.DurationMS, notes)
+	for _, x := range r.Reasons {
+		ew.printf("  ✗ %s: %s\n", x.Kind, x.Message)
+	}
+	return ew.err
+}
+
+func selftestOr(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// selftestWriter keeps the first write error so a long report needs one check.
+type selftestWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *selftestWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
+
+// newProbeCommand is the hidden child of the self-test: `nodeprep __probe
+// REQUEST` runs one probe (REQUEST is a selftest.ProbeRequest as JSON) and
+// prints its report as one line of JSON. It skips the global setup (config
+// file, host root): the child needs neither, and a config problem must not
+// look like a driver problem.
+func newProbeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:    probeCommandName + " REQUEST",
+		Short:  "Run one adapter probe (internal: the self-test's child process)",
+		Hidden: true,
+		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			g.started = true
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			err := selftest.ServeProbe(args[0], g.streams.Out)
+			if errors.Is(err, selftest.ErrBadRequest) {
+				return fault.Usage(err)
+			}
+			return err
+		},
+	}
+}

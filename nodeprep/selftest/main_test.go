@@ -1,0 +1,57 @@
+package selftest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// childEnv marks a re-executed test binary as a probe child: TestMain then
+// serves the request (its last argument) instead of running tests, so the
+// tests drive the real child process without building nodeprep.
+const childEnv = "NODEPREP_SELFTEST_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		if err := ServeProbe(os.Args[len(os.Args)-1], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Real components on this kind of host: Mesa's lavapipe and Mesa EGL.
+const (
+	lavapipeICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+	mesaEGL     = "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
+)
+
+// driverEnv is the test process's environment without any driver
+// override, plus the child marker and the given "KEY=value" entries: the
+// tests set what they need and never depend on the caller's environment.
+func driverEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS", childEnv:
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, childEnv+"=1"), extra...)
+}
+
+// requireMesa skips a test when lavapipe or Mesa EGL is not installed
+// (`make deps` / .ci/run install them).
+func requireMesa(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{lavapipeICD, mesaEGL} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("Mesa driver not installed (%v): apt-get install mesa-vulkan-drivers libegl-mesa0", err)
+		}
+	}
+}

@@ -1,0 +1,470 @@
+package selftest
+
+/*
+#cgo CFLAGS: -O2 -Wall -Wno-unused-function
+#cgo LDFLAGS: -ldl
+#include <stdio.h>
+#include <stdlib.h>
+#include <dlfcn.h>
+#include "shim.h"
+
+// np_dlopen_check opens path the way the Vulkan loader opens an ICD and
+// returns dlerror()'s text in err on failure (0 on success).
+static int np_dlopen_check(const char *path, char *err, size_t errlen) {
+	dlerror();
+	if (dlopen(path, RTLD_LAZY | RTLD_LOCAL) != NULL)
+		return 0;
+	const char *e = dlerror();
+	snprintf(err, errlen, "%s", e ? e : "dlopen failed");
+	return -1;
+}
+*/
+import "C"
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+//go:embed shaders/pattern.spv
+var patternSPIRV []byte
+
+// DispatchElements is the length, in uint32 values, of the buffer the
+// compute dispatch writes (16 KiB: 64 workgroups of 64 invocations).
+const DispatchElements = 4096
+
+// dispatchFill is the sentinel the buffer holds before the dispatch.
+const dispatchFill = 0xdeadbeef
+
+// Pattern is the value the embedded compute shader (shaders/pattern.comp)
+// writes into element i for a seed: i*2654435761 ^ seed, modulo 2^32.
+// Because the multiplier is odd, distinct i give distinct values.
+func Pattern(i, seed uint32) uint32 { return i*2654435761 ^ seed }
+
+// API names a probe: which library a child opens.
+type API string
+
+// The probes.
+const (
+	APIVulkan API = "vulkan"
+	APIEGL    API = "egl"
+)
+
+// ProbeRequest is the probe child's only argument, as JSON: what to open
+// and, for Vulkan, where the driver manifests are looked for (the parent
+// reads those from the environment it passes to the child; the child only
+// uses them to explain a failure).
+type ProbeRequest struct {
+	// API is the probe to run.
+	API API `json:"api"`
+	// Library is the library to dlopen (the Vulkan loader or libEGL).
+	Library string `json:"library"`
+	// FenceTimeoutMS bounds each dispatch's fence wait, in milliseconds
+	// (0: 5000).
+	FenceTimeoutMS int64 `json:"fenceTimeoutMs,omitempty"`
+	// ICDPaths are the manifest files or directories the loader reads
+	// (VK_DRIVER_FILES' entries, or the default search path).
+	ICDPaths []string `json:"icdPaths,omitempty"`
+	// Seed seeds the dispatch pattern (0: derived from the clock).
+	Seed uint32 `json:"seed,omitempty"`
+}
+
+// ReportPrefix starts the probe child's report line on stdout, so that
+// whatever a driver prints to stdout is never taken for the report, and so
+// that the parent can act on the report as soon as the line is complete,
+// without waiting for the child's exit (tearing down a driver takes ms).
+const ReportPrefix = "nodeprep-probe-report: "
+
+// ErrBadRequest is returned by ServeProbe for a request it cannot decode.
+var ErrBadRequest = errors.New("bad probe request")
+
+// ServeProbe is the probe child's body: it decodes request (a ProbeRequest
+// as JSON), runs that probe in this process and writes its report
+// (VulkanReport or EGLReport) to w as one line: ReportPrefix, then JSON.
+// Failures of the
+// probe are in the report; the error is for a bad request or a failed
+// write. The caller should exit soon after: drivers stay loaded.
+func ServeProbe(request string, w io.Writer) error {
+	var req ProbeRequest
+	dec := json.NewDecoder(strings.NewReader(request))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	var rep any
+	switch req.API {
+	case APIVulkan:
+		rep = ProbeVulkan(req)
+	case APIEGL:
+		rep = ProbeEGL(req.Library)
+	default:
+		return fmt.Errorf("%w: api %q: want vulkan or egl", ErrBadRequest, req.API)
+	}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		return fmt.Errorf("encoding probe report: %w", err)
+	}
+	line := append([]byte(ReportPrefix), data...)
+	if _, err := w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("writing probe report: %w", err)
+	}
+	return nil
+}
+
+// ms converts a duration to milliseconds with microsecond precision.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// round3 rounds milliseconds to microsecond precision.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+const errLen = 1024
+
+// ProbeVulkan runs the Vulkan probe in this process: dlopen the loader,
+// create a Vulkan 1.1 instance, list the physical devices with their ID,
+// driver and PCI bus properties, apply wgpu's exposure rule, and run the
+// compute dispatch on every exposed adapter with a compute queue. Call it
+// only in a child process (ServeProbe): a broken driver can hang or crash
+// it.
+func ProbeVulkan(req ProbeRequest) *VulkanReport {
+	start := time.Now()
+	rep := &VulkanReport{Loader: req.Library, Adapters: []Adapter{}}
+	defer func() { rep.TotalMS = ms(time.Since(start)) }()
+
+	var errbuf [errLen]C.char
+	lib := C.CString(req.Library)
+	defer C.free(unsafe.Pointer(lib))
+	t := time.Now()
+	vk := C.np_vk_open(lib, &errbuf[0], errLen)
+	rep.LoadMS = ms(time.Since(t))
+	if vk == nil {
+		rep.Stage, rep.Error = StageLoad, C.GoString(&errbuf[0])
+		return rep
+	}
+
+	t = time.Now()
+	var loaderVersion C.uint32_t
+	r := C.np_vk_create_instance(vk, &loaderVersion, &errbuf[0], errLen)
+	rep.InstanceMS = ms(time.Since(t))
+	rep.LoaderVersion = vkVersion(uint32(loaderVersion))
+	if r != 0 {
+		rep.Stage, rep.Result = StageInstance, vkResultName(int32(r))
+		rep.Error = C.GoString(&errbuf[0])
+		if rep.Error == "" {
+			rep.Error = "vkCreateInstance returned " + rep.Result
+		}
+		rep.ICDs = checkICDs(req.ICDPaths)
+		return rep
+	}
+
+	t = time.Now()
+	raw := make([]C.np_vk_adapter, C.NP_MAX_ADAPTERS)
+	var n C.uint32_t
+	r = C.np_vk_adapters(vk, &raw[0], C.NP_MAX_ADAPTERS, &n)
+	rep.EnumerateMS = ms(time.Since(t))
+	if r != 0 {
+		rep.Stage, rep.Result = StageEnumerate, vkResultName(int32(r))
+		rep.Error = "vkEnumeratePhysicalDevices returned " + rep.Result
+		return rep
+	}
+	if n == 0 {
+		rep.ICDs = checkICDs(req.ICDPaths)
+	}
+	computable := map[int]bool{}
+	for i := range int(n) {
+		a := adapterOf(i, &raw[i])
+		if raw[i].has_compute_queue != 0 {
+			computable[i] = true
+		}
+		rep.Adapters = append(rep.Adapters, a)
+	}
+	sortAdapters(rep.Adapters)
+
+	seed := req.Seed
+	if seed == 0 {
+		seed = uint32(time.Now().UnixNano()) | 1
+	}
+	fence := time.Duration(req.FenceTimeoutMS) * time.Millisecond
+	if fence <= 0 {
+		fence = 5 * time.Second
+	}
+	for i := range rep.Adapters {
+		a := &rep.Adapters[i]
+		if a.Hidden || !computable[a.Index] {
+			continue
+		}
+		a.Dispatch = dispatch(vk, a.Index, seed, fence)
+	}
+	return rep
+}
+
+// adapterOf converts the shim's adapter and applies wgpu-hal's exposure
+// rule (wgpu-hal/src/vulkan/adapter.rs, Instance::expose_adapter): when the
+// driver reports driver properties and its conformance version's major
+// number is 0, the adapter is hidden unless its driver is MoltenVK
+// (VK_DRIVER_ID_MOLTENVK = 14); wgpu shows it only with
+// InstanceFlags::ALLOW_UNDERLYING_NONCOMPLIANT_ADAPTER, which nodeprep
+// does not set.
+func adapterOf(index int, c *C.np_vk_adapter) Adapter {
+	a := Adapter{
+		Index:      index,
+		Name:       C.GoString(&c.name[0]),
+		Vendor:     uint32(c.vendor_id),
+		Device:     uint32(c.device_id),
+		DeviceType: deviceTypeOf(uint32(c.device_type)),
+		Driver:     "?",
+		DriverInfo: "?",
+		Backend:    BackendVulkan,
+		APIVersion: vkVersion(uint32(c.api_version)),
+	}
+	if c.has_id != 0 {
+		var u [16]byte
+		for i := range u {
+			u[i] = byte(c.device_uuid[i])
+		}
+		a.DeviceUUID = FormatUUID(u)
+	}
+	if c.has_driver != 0 {
+		a.Driver = C.GoString(&c.driver_name[0])
+		a.DriverInfo = C.GoString(&c.driver_info[0])
+		cv := c.conformance
+		a.ConformanceVersion = fmt.Sprintf("%d.%d.%d.%d", cv[0], cv[1], cv[2], cv[3])
+		const driverIDMoltenVK = 14
+		if cv[0] == 0 && c.driver_id != driverIDMoltenVK {
+			a.Hidden = true
+			a.HiddenReason = "driver reports conformance version 0 (not a conformant Vulkan implementation); wgpu hides such adapters"
+		}
+	}
+	if c.has_pci != 0 {
+		a.PCIBusID = fmt.Sprintf("%04x:%02x:%02x.%x", uint32(c.pci_domain), uint32(c.pci_bus), uint32(c.pci_device), uint32(c.pci_function))
+	}
+	return a
+}
+
+// sortAdapters orders adapters best first: by DeviceType.Rank, then by
+// enumeration order.
+func sortAdapters(as []Adapter) {
+	sort.SliceStable(as, func(i, j int) bool {
+		ri, rj := as[i].DeviceType.Rank(), as[j].DeviceType.Rank()
+		if ri != rj {
+			return ri < rj
+		}
+		return as[i].Index < as[j].Index
+	})
+}
+
+// dispatch runs the embedded shader on physical device index and verifies
+// every element of the buffer.
+func dispatch(vk *C.np_vk, index int, seed uint32, fence time.Duration) *Dispatch {
+	start := time.Now()
+	d := &Dispatch{Elements: DispatchElements, Seed: seed}
+	code := make([]uint32, len(patternSPIRV)/4)
+	for i := range code {
+		code[i] = binary.LittleEndian.Uint32(patternSPIRV[4*i:])
+	}
+	out := make([]uint32, DispatchElements)
+	var res C.np_vk_dispatch_result
+	r := C.np_vk_dispatch(vk, C.uint32_t(index), (*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(4*len(code)),
+		C.uint32_t(seed), DispatchElements, dispatchFill, C.uint64_t(fence.Nanoseconds()),
+		(*C.uint32_t)(unsafe.Pointer(&out[0])), &res)
+	d.Timings = DispatchTimings{
+		DeviceMS:    round3(float64(res.device_ms)),
+		ResourcesMS: round3(float64(res.resources_ms)),
+		PipelineMS:  round3(float64(res.pipeline_ms)),
+		SubmitMS:    round3(float64(res.submit_ms)),
+		WaitMS:      round3(float64(res.wait_ms)),
+		ReadbackMS:  round3(float64(res.readback_ms)),
+	}
+	if r != 0 {
+		d.Step = C.GoString(res.failed_step)
+		d.Result = vkResultName(int32(r))
+		d.Timings.TotalMS = ms(time.Since(start))
+		return d
+	}
+	t := time.Now()
+	d.Wrong, d.FirstWrong = verifyPattern(out, seed)
+	d.Verified = d.Wrong == 0
+	d.Timings.VerifyMS = ms(time.Since(t))
+	d.Timings.TotalMS = ms(time.Since(start))
+	return d
+}
+
+// verifyPattern counts the elements of got that differ from Pattern and
+// describes the first.
+func verifyPattern(got []uint32, seed uint32) (wrong int, first string) {
+	for i, v := range got {
+		if want := Pattern(uint32(i), seed); v != want {
+			if wrong == 0 {
+				first = fmt.Sprintf("element %d: got %#08x, want %#08x", i, v, want)
+			}
+			wrong++
+		}
+	}
+	return wrong, first
+}
+
+// icdManifest is the part of a Vulkan driver manifest the probe reads
+// (Vulkan loader docs, "Driver Manifest File Format").
+type icdManifest struct {
+	ICD struct {
+		LibraryPath string `json:"library_path"`
+	} `json:"ICD"`
+}
+
+// parseICDManifest returns a driver manifest's ICD.library_path.
+func parseICDManifest(data []byte) (string, error) {
+	var m icdManifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "", fmt.Errorf("decoding driver manifest: %w", err)
+	}
+	if m.ICD.LibraryPath == "" {
+		return "", errors.New("driver manifest has no ICD.library_path")
+	}
+	return m.ICD.LibraryPath, nil
+}
+
+// checkICDs reads each manifest (directories: their *.json files) and
+// tries to dlopen its library, resolving a relative library_path with a
+// slash against the manifest's directory as the loader does.
+func checkICDs(paths []string) []ICDCheck {
+	var files []string
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			m, _ := filepath.Glob(filepath.Join(p, "*.json"))
+			files = append(files, m...)
+			continue
+		}
+		files = append(files, p)
+	}
+	var out []ICDCheck
+	for _, f := range files {
+		c := ICDCheck{Manifest: f}
+		data, err := os.ReadFile(f)
+		if err == nil {
+			c.Library, err = parseICDManifest(data)
+		}
+		if err != nil {
+			c.Error = err.Error()
+			out = append(out, c)
+			continue
+		}
+		lib := c.Library
+		if strings.Contains(lib, "/") && !filepath.IsAbs(lib) {
+			lib = filepath.Join(filepath.Dir(f), lib)
+		}
+		var errbuf [errLen]C.char
+		cs := C.CString(lib)
+		if C.np_dlopen_check(cs, &errbuf[0], errLen) != 0 {
+			c.Error = C.GoString(&errbuf[0])
+		}
+		C.free(unsafe.Pointer(cs))
+		out = append(out, c)
+	}
+	return out
+}
+
+// ProbeEGL runs the EGL probe in this process: dlopen libEGL, resolve the
+// device functions with eglGetProcAddress (EGL_EXT_device_enumeration,
+// EGL_EXT_device_query, EGL_EXT_platform_device), and open every device
+// with a surfaceless context. Call it only in a child process (ServeProbe).
+func ProbeEGL(library string) *EGLReport {
+	// A context is current on one thread (EGL 1.5, eglMakeCurrent).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := time.Now()
+	rep := &EGLReport{Library: library, Devices: []EGLDevice{}}
+	defer func() { rep.TotalMS = ms(time.Since(start)) }()
+
+	var errbuf [errLen]C.char
+	lib := C.CString(library)
+	defer C.free(unsafe.Pointer(lib))
+	egl := C.np_egl_open(lib, &errbuf[0], errLen)
+	if egl == nil {
+		rep.Stage, rep.Error = StageLoad, C.GoString(&errbuf[0])
+		return rep
+	}
+	exts := make([]C.char, C.NP_EXTS)
+	C.np_egl_client_extensions(egl, &exts[0], C.NP_EXTS)
+	rep.ClientExtensions = strings.Fields(C.GoString(&exts[0]))
+
+	var n C.int
+	if C.np_egl_devices(egl, C.NP_MAX_EGL_DEVICES, &n, &errbuf[0], errLen) != 0 {
+		rep.Stage, rep.Error = StageDevices, C.GoString(&errbuf[0])
+		return rep
+	}
+	for i := range int(n) {
+		var d C.np_egl_device
+		C.np_egl_probe_device(egl, C.int(i), &d)
+		rep.Devices = append(rep.Devices, eglDeviceOf(i, &d))
+	}
+	return rep
+}
+
+func eglDeviceOf(i int, d *C.np_egl_device) EGLDevice {
+	dev := EGLDevice{
+		Index:      i,
+		DRMDevice:  C.GoString(&d.drm_file[0]),
+		DriverName: C.GoString(&d.driver_name[0]),
+		Vendor:     C.GoString(&d.vendor[0]),
+		Version:    C.GoString(&d.version[0]),
+		GLVendor:   C.GoString(&d.gl_vendor[0]),
+		GLRenderer: C.GoString(&d.gl_renderer[0]),
+		GLVersion:  C.GoString(&d.gl_version[0]),
+		InitMS:     round3(float64(d.init_ms)),
+		ContextMS:  round3(float64(d.context_ms)),
+	}
+	if d.api != nil {
+		dev.API = C.GoString(d.api)
+	}
+	if d.has_uuid != 0 {
+		var u [16]byte
+		for k := range u {
+			u[k] = byte(d.uuid[k])
+		}
+		dev.UUID = FormatUUID(u)
+	}
+	for _, e := range strings.Fields(C.GoString(&d.extensions[0])) {
+		if e == "EGL_MESA_device_software" {
+			dev.Software = true
+		}
+	}
+	if dev.Vendor == "" {
+		dev.Vendor = C.GoString(&d.device_vendor[0])
+	}
+	if d.failed_step != nil {
+		dev.Error = C.GoString(d.failed_step)
+		if d.egl_error != 0 {
+			dev.Error += fmt.Sprintf(" failed (EGL error %#04x)", int32(d.egl_error))
+		}
+	}
+	return dev
+}
+
+// vkResultName names a VkResult (Vulkan spec, "Return Codes").
+func vkResultName(r int32) string {
+	names := map[int32]string{
+		0: "VK_SUCCESS", 1: "VK_NOT_READY", 2: "VK_TIMEOUT", 5: "VK_INCOMPLETE",
+		-1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+		-3: "VK_ERROR_INITIALIZATION_FAILED", -4: "VK_ERROR_DEVICE_LOST",
+		-5: "VK_ERROR_MEMORY_MAP_FAILED", -6: "VK_ERROR_LAYER_NOT_PRESENT",
+		-7: "VK_ERROR_EXTENSION_NOT_PRESENT", -8: "VK_ERROR_FEATURE_NOT_PRESENT",
+		-9: "VK_ERROR_INCOMPATIBLE_DRIVER", -10: "VK_ERROR_TOO_MANY_OBJECTS",
+		-11: "VK_ERROR_FORMAT_NOT_SUPPORTED", -12: "VK_ERROR_FRAGMENTED_POOL",
+		-13: "VK_ERROR_UNKNOWN",
+	}
+	if s, ok := names[r]; ok {
+		return s
+	}
+	return fmt.Sprintf("VkResult(%d)", r)
+}

@@ -1,0 +1,289 @@
+package selftest
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+// realInventory is one NVML GPU, as on a real host.
+func realInventory() *gpu.Inventory {
+	return &gpu.Inventory{GPUs: []gpu.GPU{{Index: 0, UUID: "GPU-11111111-2222-3333-4444-555555555555", Name: "NVIDIA H200"}}}
+}
+
+// simulatedInventory is two simulated GPUs.
+func simulatedInventory() *gpu.Inventory {
+	return &gpu.Inventory{Simulated: true, Server: "dgx-h200", GPUs: []gpu.GPU{
+		{Index: 0, UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000000", Name: "NVIDIA H200"},
+		{Index: 1, UUID: "GPU-aaaaaaaa-0000-0000-0000-000000000001", Name: "NVIDIA H200"},
+	}}
+}
+
+// runProbe runs the self-test through real child processes (this test
+// binary, see TestMain) with the given options after the defaults.
+func runProbe(t *testing.T, inv *gpu.Inventory, opts ...Option) *Report {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []Option{
+		WithCommand(exe),
+		WithEnv(driverEnv("VK_DRIVER_FILES="+lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL)),
+		WithTimeout(60 * time.Second),
+	}
+	rep, err := Run(context.Background(), inv, append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return rep
+}
+
+func reasonKinds(r *Report) []ReasonKind {
+	var out []ReasonKind
+	for _, x := range r.Reasons {
+		out = append(out, x.Kind)
+	}
+	return out
+}
+
+// wantReason fails unless r failed with exactly one reason of kind whose
+// message contains every fragment.
+func wantReason(t *testing.T, r *Report, kind ReasonKind, fragments ...string) {
+	t.Helper()
+	if r.Passed {
+		t.Fatalf("self-test passed, want a %s failure", kind)
+	}
+	if len(r.Reasons) != 1 || r.Reasons[0].Kind != kind {
+		t.Fatalf("reasons %v, want one %s: %+v", reasonKinds(r), kind, r.Reasons)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(r.Reasons[0].Message, f) {
+			t.Errorf("reason %q does not contain %q", r.Reasons[0].Message, f)
+		}
+	}
+}
+
+func TestLavapipeIsFoundButNeverAGPU(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	r := runProbe(t, realInventory())
+	if r.Vulkan.Stage != "" || len(r.Vulkan.Adapters) != 1 {
+		t.Fatalf("vulkan probe: stage %q error %q, %d adapters; want lavapipe alone", r.Vulkan.Stage, r.Vulkan.Error, len(r.Vulkan.Adapters))
+	}
+	a := r.Vulkan.Adapters[0]
+	if a.DeviceType != DeviceCPU || a.Vendor != VendorMesa || a.Backend != BackendVulkan || a.Hidden {
+		t.Errorf("lavapipe reported as %+v, want an exposed Cpu adapter with vendor 0x10005", a)
+	}
+	if !strings.HasPrefix(a.DeviceUUID, "GPU-") || a.Driver == "?" {
+		t.Errorf("lavapipe UUID %q driver %q: want both read through vkGetPhysicalDeviceProperties2", a.DeviceUUID, a.Driver)
+	}
+	if a.Dispatch == nil || !a.Dispatch.Verified || a.Dispatch.Elements != DispatchElements {
+		t.Fatalf("dispatch on lavapipe: %+v, want verified", a.Dispatch)
+	}
+	if len(r.EGL.Devices) == 0 || r.EGL.Devices[0].Error != "" || r.EGL.Devices[0].GLRenderer == "" {
+		t.Errorf("EGL probe: %+v, want Mesa's device with a current context", r.EGL)
+	}
+	// F12: a CPU adapter never satisfies an NVML GPU, nor a Mesa EGL device.
+	if r.Passed || r.Matches[0].Vulkan || r.Matches[0].EGL {
+		t.Fatalf("lavapipe satisfied a real GPU: %+v", r.Matches)
+	}
+	if got := reasonKinds(r); len(got) != 2 || got[0] != ReasonMissingAdapter || got[1] != ReasonEGLMissingDevice {
+		t.Fatalf("reasons %v, want missing-adapter and egl-missing-device: %+v", got, r.Reasons)
+	}
+	if !strings.Contains(r.Reasons[0].Message, "llvmpipe") {
+		t.Errorf("reason %q should name the adapter it saw", r.Reasons[0].Message)
+	}
+}
+
+func TestSimulatedStandIn(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		allow bool
+		pass  bool
+	}{
+		{"allowed", true, true},
+		{"not allowed", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runProbe(t, simulatedInventory(), WithAllowCPUAdapter(tc.allow))
+			if r.Passed != tc.pass || r.StandIn != tc.pass || !r.Simulated {
+				t.Fatalf("passed %v standIn %v simulated %v, want %v/%v/true; reasons %+v", r.Passed, r.StandIn, r.Simulated, tc.pass, tc.pass, r.Reasons)
+			}
+			for _, m := range r.Matches {
+				if m.Vulkan != tc.pass || m.EGL != tc.pass || m.StandIn != tc.pass {
+					t.Errorf("match %+v, want vulkan/egl/stand-in %v", m, tc.pass)
+				}
+			}
+		})
+	}
+}
+
+func TestRealProbeFailures(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	dir := t.TempDir()
+	badICD := filepath.Join(dir, "broken_icd.json")
+	if err := os.WriteFile(badICD, []byte(`{"file_format_version":"1.0.0","ICD":{"library_path":"/nonexistent/libvulkan_x.so","api_version":"1.3.0"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		opts      []Option
+		kind      ReasonKind
+		fragments []string
+		libErr    bool
+	}{
+		{
+			name:      "nonexistent VK_DRIVER_FILES",
+			opts:      []Option{WithEnv(driverEnv("VK_DRIVER_FILES=/nonexistent/icd.json", "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
+			kind:      ReasonIncompatibleDriver,
+			fragments: []string{"VK_ERROR_INCOMPATIBLE_DRIVER", "VK_DRIVER_FILES=/nonexistent/icd.json", "/nonexistent/icd.json"},
+		},
+		{
+			name:      "manifest names a missing library",
+			opts:      []Option{WithEnv(driverEnv("VK_DRIVER_FILES="+badICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
+			kind:      ReasonIncompatibleDriver,
+			fragments: []string{badICD, "/nonexistent/libvulkan_x.so", "No such file"},
+		},
+		{
+			name:      "wrong loader path",
+			opts:      []Option{WithVulkanLoader("/nonexistent/libvulkan.so.1")},
+			kind:      ReasonLoaderNotFound,
+			fragments: []string{`"/nonexistent/libvulkan.so.1"`, "cannot open shared object file"},
+			libErr:    true,
+		},
+		{
+			name:      "timeout far shorter than the probe",
+			opts:      []Option{WithTimeout(time.Millisecond), WithRequireEGL(false)},
+			kind:      ReasonTimeout,
+			fragments: []string{"vulkan probe", "did not finish within 1ms"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runProbe(t, simulatedInventory(), append([]Option{WithAllowCPUAdapter(true)}, tc.opts...)...)
+			wantReason(t, r, tc.kind, tc.fragments...)
+			err := r.Err()
+			if !errors.Is(err, ErrFailed) || errors.Is(err, ErrLibraryNotFound) != tc.libErr {
+				t.Errorf("Err() = %v: want ErrFailed, ErrLibraryNotFound %v", err, tc.libErr)
+			}
+		})
+	}
+}
+
+func TestEGLLibraryMissing(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	for _, require := range []bool{true, false} {
+		r := runProbe(t, simulatedInventory(), WithAllowCPUAdapter(true), WithEGLLibrary("/nonexistent/libEGL.so.1"), WithRequireEGL(require))
+		if !require {
+			if !r.Passed || len(r.Warnings) == 0 || !strings.Contains(strings.Join(r.Warnings, " "), "/nonexistent/libEGL.so.1") {
+				t.Errorf("EGL not required: passed %v warnings %q, want a pass with a warning naming the library", r.Passed, r.Warnings)
+			}
+			continue
+		}
+		wantReason(t, r, ReasonEGLNotFound, "/nonexistent/libEGL.so.1")
+		if r.Vulkan.Stage != "" || !r.Matches[0].Vulkan {
+			t.Errorf("Vulkan should still pass on its own: %+v", r.Matches[0])
+		}
+	}
+}
+
+func TestChildFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		script    string
+		timeout   time.Duration
+		kind      ReasonKind
+		fragments []string
+	}{
+		{"crash", `kill -SEGV $$`, 10 * time.Second, ReasonCrashed, []string{"SIGSEGV"}},
+		{"abort", `echo "driver: assertion failed" >&2; kill -ABRT $$`, 10 * time.Second, ReasonCrashed, []string{"SIGABRT", "assertion failed"}},
+		{"not JSON", `echo hello`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "hello"}},
+		{"exit status", `exit 7`, 10 * time.Second, ReasonBadOutput, []string{"status 7"}},
+		{"bad report", `echo 'nodeprep-probe-report: {"loader":1}'`, 10 * time.Second, ReasonBadOutput, []string{"printed a bad report"}},
+		// The report counts as soon as its line is complete, even when
+		// the child then hangs in driver teardown.
+		{"report then hang", `echo 'nodeprep-probe-report: {"loader":"l","library":"l","adapters":[],"devices":[]}' | sed 's/,"library":"l"//; s/,"devices":\[\]//' ; exec sleep 60`, 10 * time.Second, ReasonNoAdapters, nil},
+		// A hung driver that started a helper: the whole group is killed
+		// and Run returns promptly.
+		{"hang", `sleep 60 & sleep 60`, 300 * time.Millisecond, ReasonTimeout, []string{"did not finish within 300ms"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			r, err := Run(context.Background(), realInventory(),
+				WithCommand("/bin/sh", "-c", tc.script, "probe"),
+				WithEnv(driverEnv()), WithTimeout(tc.timeout), WithRequireEGL(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > tc.timeout+5*time.Second {
+				t.Errorf("Run took %v with a %v timeout: the child's group was not killed", d, tc.timeout)
+			}
+			if len(r.Reasons) != 1 || r.Reasons[0].Kind != tc.kind {
+				t.Fatalf("reasons %+v, want one %s", r.Reasons, tc.kind)
+			}
+			for _, f := range tc.fragments {
+				if !strings.Contains(r.Reasons[0].Message, f) {
+					t.Errorf("reason %q does not contain %q", r.Reasons[0].Message, f)
+				}
+			}
+		})
+	}
+}
+
+func TestRunNeedsCommand(t *testing.T) {
+	t.Parallel()
+	if _, err := Run(context.Background(), realInventory()); !errors.Is(err, ErrNoCommand) {
+		t.Fatalf("Run without WithCommand: %v, want ErrNoCommand", err)
+	}
+}
+
+// TestNotLinked checks that the binary holding the probe (this test
+// binary) does not link libvulkan or libEGL: they are dlopen'ed, so
+// nodeprep runs and reports on hosts without them.
+func TestNotLinked(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range libs {
+		if strings.Contains(l, "vulkan") || strings.Contains(l, "EGL") || strings.Contains(l, "GL") {
+			t.Errorf("DT_NEEDED %s: the probe must dlopen graphics libraries, not link them", l)
+		}
+	}
+}
+
+func TestServeProbeBadRequest(t *testing.T) {
+	t.Parallel()
+	for _, req := range []string{``, `{`, `{"api":"metal","library":"x"}`, `{"api":"vulkan","library":"x","extra":1}`} {
+		if err := ServeProbe(req, &strings.Builder{}); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ServeProbe(%q) = %v, want ErrBadRequest", req, err)
+		}
+	}
+}

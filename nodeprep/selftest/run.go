@@ -1,0 +1,499 @@
+package selftest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+// Defaults of the options.
+const (
+	DefaultVulkanLoader = "libvulkan.so.1"
+	DefaultEGLLibrary   = "libEGL.so.1"
+	DefaultTimeout      = 30 * time.Second
+)
+
+// Errors.
+var (
+	// ErrNoCommand: Run was not told how to start the probe child.
+	ErrNoCommand = errors.New("selftest: no probe command (WithCommand)")
+	// ErrFailed wraps every failed verdict (Report.Err).
+	ErrFailed = errors.New("adapter self-test failed")
+	// ErrLibraryNotFound is also wrapped by Report.Err when a required
+	// library (the Vulkan loader, or libEGL when EGL is required) could not
+	// be opened: DESIGN.md maps that to exit 69.
+	ErrLibraryNotFound = errors.New("a required graphics library is unavailable")
+)
+
+type options struct {
+	command    []string
+	env        []string
+	loader     string
+	eglLib     string
+	timeout    time.Duration
+	requireEGL bool
+	allowCPU   bool
+	log        *slog.Logger
+}
+
+// Option configures Run.
+type Option func(*options)
+
+// WithCommand sets how to start a probe child: path and args are the
+// command line that ServeProbe answers, without the request (the cmd
+// layer passes os.Executable() and "__probe"; Run appends the ProbeRequest
+// as the last argument). Required.
+func WithCommand(path string, args ...string) Option {
+	return func(o *options) { o.command = append([]string{path}, args...) }
+}
+
+// WithEnv sets the children's environment, "KEY=value" entries (the cmd
+// layer passes os.Environ() so that VK_DRIVER_FILES, VK_ICD_FILENAMES,
+// __EGL_VENDOR_LIBRARY_FILENAMES, LD_LIBRARY_PATH... reach the drivers).
+// The same entries are read to name the driver search paths in reasons.
+// nil (the default) lets the children inherit the process's environment;
+// the reasons then say only that the default search applied.
+func WithEnv(env []string) Option { return func(o *options) { o.env = env } }
+
+// WithVulkanLoader sets the Vulkan loader to dlopen: a path or a bare
+// name for the dynamic linker's search (default libvulkan.so.1; "" keeps it).
+func WithVulkanLoader(path string) Option {
+	return func(o *options) {
+		if path != "" {
+			o.loader = path
+		}
+	}
+}
+
+// WithEGLLibrary sets the EGL library to dlopen (default libEGL.so.1; ""
+// keeps it).
+func WithEGLLibrary(path string) Option {
+	return func(o *options) {
+		if path != "" {
+			o.eglLib = path
+		}
+	}
+}
+
+// WithTimeout bounds each probe child (default 30s; zero or negative keeps
+// it). A child still running then is killed with its process group.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// WithRequireEGL sets whether EGL failures fail the self-test (default
+// true).
+func WithRequireEGL(require bool) Option { return func(o *options) { o.requireEGL = require } }
+
+// WithAllowCPUAdapter lets a CPU adapter and a Mesa software EGL device
+// stand in for simulated GPUs (Policy.AllowCPUAdapter). Default false.
+func WithAllowCPUAdapter(allow bool) Option { return func(o *options) { o.allowCPU = allow } }
+
+// WithLogger sets the logger for debug detail (the children's stderr).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// Run runs the self-test for the GPUs of inv: it starts the Vulkan and the
+// EGL probe children at the same time, each bounded by the timeout, and
+// evaluates their reports (Evaluate). A failed self-test is a Report with
+// Passed false (see Report.Err), not an error; the error is for a missing
+// WithCommand (ErrNoCommand) or a nil inventory.
+func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, error) {
+	o := options{
+		loader:     DefaultVulkanLoader,
+		eglLib:     DefaultEGLLibrary,
+		timeout:    DefaultTimeout,
+		requireEGL: true,
+		log:        slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(o.command) == 0 || o.command[0] == "" {
+		return nil, ErrNoCommand
+	}
+	if inv == nil {
+		return nil, errors.New("selftest: nil inventory")
+	}
+	start := time.Now()
+	hints := Hints{}
+	if o.env != nil {
+		hints.ICDVar, hints.ICDPaths = ICDSearch(o.env)
+		hints.EGLVar, hints.EGLPaths = EGLVendorSearch(o.env)
+	}
+	var (
+		wg  sync.WaitGroup
+		vk  ProbeResult[VulkanReport]
+		egl ProbeResult[EGLReport]
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		req := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths}
+		vk = probeChild(ctx, &o, req, DecodeVulkanReport)
+	}()
+	go func() {
+		defer wg.Done()
+		egl = probeChild(ctx, &o, ProbeRequest{API: APIEGL, Library: o.eglLib}, DecodeEGLReport)
+	}()
+	wg.Wait()
+	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
+	r.DurationMS = ms(time.Since(start))
+	return r, nil
+}
+
+// probeChild runs one probe child and decodes its report.
+func probeChild[T any](ctx context.Context, o *options, req ProbeRequest, decode func([]byte) (*T, error)) ProbeResult[T] {
+	what := fmt.Sprintf("%s probe", req.API)
+	line, failure := runChild(ctx, o, req)
+	if failure != nil {
+		failure.Message = what + ": " + failure.Message
+		return ProbeResult[T]{Failure: failure}
+	}
+	rep, err := decode(line)
+	if err != nil {
+		return ProbeResult[T]{Failure: &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("%s printed a bad report: %v; report: %s", what, err, snippet(line))}}
+	}
+	return ProbeResult[T]{Report: rep}
+}
+
+// childOutput is what the reader of a child's stdout found: the report
+// line without its prefix, or the other output it saw before EOF.
+type childOutput struct {
+	report []byte
+	found  bool
+	other  []byte
+}
+
+// readReport reads r until a line that starts with ReportPrefix (the
+// report) or EOF, keeping at most 64 KiB of other output for messages.
+func readReport(r io.Reader) childOutput {
+	var out childOutput
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: the report can be long; gather it whole (to 8 MiB).
+			var more []byte
+			more, err = br.ReadSlice('\n')
+			if len(line) < 8<<20 {
+				line = append(append([]byte{}, line...), more...)
+			}
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte(ReportPrefix)); ok && (err == nil || len(rest) > 0) {
+			out.report, out.found = bytes.TrimSpace(bytes.Clone(rest)), true
+			return out
+		}
+		if len(out.other) < 64<<10 {
+			out.other = append(out.other, line...)
+		}
+		if err != nil {
+			return out
+		}
+	}
+}
+
+// runChild starts the child in its own process group and returns its
+// report line as soon as it is complete: the child's exit (driver
+// teardown) is reaped in the background. Without a report it waits for
+// the child and says why: timeout (the whole group is killed at
+// o.timeout, or when ctx ends), a signal, an exit status, or output that
+// is not a report.
+func runChild(ctx context.Context, o *options, req ProbeRequest) ([]byte, *Reason) {
+	reqJSON, err := json.Marshal(req)
+	if err != nil {
+		return nil, &Reason{Kind: ReasonBadOutput, Message: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	args := append(append([]string{}, o.command[1:]...), string(reqJSON))
+	cmd := exec.Command(o.command[0], args...)
+	cmd.Env = o.env
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		cancel()
+		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("creating a pipe: %v", err)}
+	}
+	var stderr capped
+	stderr.limit = 64 << 10
+	cmd.Stdout, cmd.Stderr = pw, &stderr
+	// Own process group, so that a timeout kills whatever the driver
+	// started too; SIGKILL when nodeprep itself dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 2 * time.Second
+	start := time.Now()
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		cancel()
+		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("could not run %s: %v", o.command[0], err)}
+	}
+	killGroup := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	outc := make(chan childOutput, 1)
+	go func() { outc <- readReport(pr); pr.Close() }()
+
+	var out childOutput
+	select {
+	case out = <-outc:
+	case <-ctx.Done():
+		killGroup()
+	}
+	if out.found {
+		o.log.Debug("probe child reported", "api", req.API, "ms", ms(time.Since(start)))
+		// The report is final: reap the child (it is only tearing the
+		// drivers down) in the background.
+		go func() { // reap; a child that hangs in teardown dies at the timeout
+			waited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-ctx.Done():
+				killGroup()
+				<-waited
+			}
+			cancel()
+		}()
+		return out.report, nil
+	}
+	// EOF: the child has exited (or was killed). Its zombie still holds
+	// the group id, so killing the group now reaches only its stragglers.
+	killGroup()
+	err = cmd.Wait()
+	ctxErr := ctx.Err()
+	cancel()
+	o.log.Debug("probe child finished without a report", "api", req.API, "ms", ms(time.Since(start)), "err", err, "stderr", stderr.String())
+	if ctxErr != nil {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			return nil, &Reason{Kind: ReasonTimeout, Message: fmt.Sprintf("did not finish within %s and was killed (a hung driver?)%s", o.timeout, stderrNote(&stderr))}
+		}
+		return nil, &Reason{Kind: ReasonTimeout, Message: fmt.Sprintf("cancelled: %v", ctxErr)}
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return nil, &Reason{Kind: ReasonCrashed, Message: fmt.Sprintf("crashed: killed by signal %s (%v)%s", SignalName(ws.Signal()), ws.Signal(), stderrNote(&stderr))}
+		}
+		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("exited with status %d%s", ee.ExitCode(), stderrNote(&stderr))}
+	case err != nil:
+		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("waiting for %s: %v", o.command[0], err)}
+	}
+	return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("exited without printing a report; output: %s%s", snippet(out.other), stderrNote(&stderr))}
+}
+
+// SignalName names a signal as the kernel headers do ("SIGSEGV"); unknown
+// numbers give "signal N".
+func SignalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+		syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL", syscall.SIGINT: "SIGINT",
+		syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
+		syscall.SIGSEGV: "SIGSEGV", syscall.SIGSYS: "SIGSYS", syscall.SIGTERM: "SIGTERM",
+		syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// DecodeVulkanReport decodes a Vulkan probe child's report line (the
+// JSON after ReportPrefix): one VulkanReport, no unknown fields, nothing
+// after it, and a loader named.
+func DecodeVulkanReport(line []byte) (*VulkanReport, error) {
+	var r VulkanReport
+	if err := decodeStrict(line, &r); err != nil {
+		return nil, err
+	}
+	if r.Loader == "" {
+		return nil, errors.New("report has no loader")
+	}
+	return &r, nil
+}
+
+// DecodeEGLReport decodes an EGL probe child's report line like
+// DecodeVulkanReport.
+func DecodeEGLReport(line []byte) (*EGLReport, error) {
+	var r EGLReport
+	if err := decodeStrict(line, &r); err != nil {
+		return nil, err
+	}
+	if r.Library == "" {
+		return nil, errors.New("report has no library")
+	}
+	return &r, nil
+}
+
+func decodeStrict(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding report: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("decoding report: trailing data after the JSON value")
+	}
+	return nil
+}
+
+// ICDSearch returns where the Vulkan loader looks for driver manifests on
+// Linux given an environment ("KEY=value" entries; the last entry of a key
+// wins), following the loader's documentation (LoaderDriverInterface.md,
+// "Driver Discovery on Linux"): VK_DRIVER_FILES, else the older
+// VK_ICD_FILENAMES, replaces the search (name says which); otherwise
+// $XDG_CONFIG_HOME, $XDG_CONFIG_DIRS, /etc, $XDG_DATA_HOME and
+// $XDG_DATA_DIRS, each with vulkan/icd.d, plus VK_ADD_DRIVER_FILES first.
+func ICDSearch(env []string) (name string, paths []string) {
+	get := envLookup(env)
+	for _, v := range []string{"VK_DRIVER_FILES", "VK_ICD_FILENAMES"} {
+		if s := get(v); s != "" {
+			return v, splitList(s)
+		}
+	}
+	paths = splitList(get("VK_ADD_DRIVER_FILES"))
+	home := get("HOME")
+	configHome := get("XDG_CONFIG_HOME")
+	if configHome == "" && home != "" {
+		configHome = filepath.Join(home, ".config")
+	}
+	dataHome := get("XDG_DATA_HOME")
+	if dataHome == "" && home != "" {
+		dataHome = filepath.Join(home, ".local/share")
+	}
+	configDirs := get("XDG_CONFIG_DIRS")
+	if configDirs == "" {
+		configDirs = "/etc/xdg"
+	}
+	dataDirs := get("XDG_DATA_DIRS")
+	if dataDirs == "" {
+		dataDirs = "/usr/local/share:/usr/share"
+	}
+	var dirs []string
+	if configHome != "" {
+		dirs = append(dirs, configHome)
+	}
+	dirs = append(dirs, splitList(configDirs)...)
+	dirs = append(dirs, "/etc")
+	if dataHome != "" {
+		dirs = append(dirs, dataHome)
+	}
+	dirs = append(dirs, splitList(dataDirs)...)
+	for _, d := range dirs {
+		paths = append(paths, filepath.Join(d, "vulkan/icd.d"))
+	}
+	return "", paths
+}
+
+// EGLVendorSearch returns where libglvnd looks for EGL vendor manifests
+// given an environment (libglvnd's EGL ICD loading docs):
+// __EGL_VENDOR_LIBRARY_FILENAMES (files), else __EGL_VENDOR_LIBRARY_DIRS,
+// else /etc/glvnd/egl_vendor.d and /usr/share/glvnd/egl_vendor.d.
+func EGLVendorSearch(env []string) (name string, paths []string) {
+	get := envLookup(env)
+	for _, v := range []string{"__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS"} {
+		if s := get(v); s != "" {
+			return v, splitList(s)
+		}
+	}
+	return "", []string{"/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d"}
+}
+
+func envLookup(env []string) func(string) string {
+	m := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) string { return m[k] }
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ":") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Err returns nil when the self-test passed; otherwise an error wrapping
+// ErrFailed whose message lists the reasons, also wrapping
+// ErrLibraryNotFound when the Vulkan loader (or a required libEGL) could
+// not be opened.
+func (r *Report) Err() error {
+	if r.Passed {
+		return nil
+	}
+	var msgs []string
+	missing := false
+	for _, x := range r.Reasons {
+		msgs = append(msgs, x.Message)
+		if x.Kind == ReasonLoaderNotFound || x.Kind == ReasonEGLNotFound {
+			missing = true
+		}
+	}
+	if len(msgs) == 0 {
+		msgs = append(msgs, "no reason recorded")
+	}
+	if missing {
+		return fmt.Errorf("%w: %w: %s", ErrFailed, ErrLibraryNotFound, strings.Join(msgs, "; "))
+	}
+	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(msgs, "; "))
+}
+
+// capped is a bytes.Buffer that keeps at most limit bytes (the first ones)
+// so that a runaway child cannot exhaust memory.
+type capped struct {
+	bytes.Buffer
+	limit int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.limit - c.Len(); room > 0 {
+		if len(p) > room {
+			c.Buffer.Write(p[:room])
+		} else {
+			c.Buffer.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+func stderrNote(b *capped) string {
+	s := strings.TrimSpace(b.String())
+	if s == "" {
+		return ""
+	}
+	return "; stderr: " + snippet([]byte(s))
+}
+
+// snippet is the last 300 bytes of b on one line.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = "…" + s[len(s)-300:]
+	}
+	if s == "" {
+		return "(none)"
+	}
+	return strings.ReplaceAll(s, "\n", " | ")
+}
