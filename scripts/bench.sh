@@ -36,6 +36,7 @@ eval "$prep"
 rss=$( { /usr/bin/time -v "$NODEPREP" up --root "$work/root" --simulate dgx-h200 --allow-cpu-adapter -q -o json >"$work/up.json"; } 2>&1 \
   | awk -F': ' '/Maximum resident/ {print $2}')
 jq -r --arg rss "$rss" --slurpfile h .bench/up.json '
-  "up (first run on a fresh tree): median \($h[0].results[0].median * 1000 | . * 10 | round / 10) ms, peak RSS \(($rss | tonumber) / 1024 | . * 10 | round / 10) MiB",
+  "up (first run on a fresh tree): median \($h[0].results[0].median * 1000 | . * 10 | round / 10) ms",
+  "  peak RSS: nodeprep \(.peakRSSMiB | . * 10 | round / 10) MiB; with the probe children (Vulkan/EGL driver loaded) \(($rss | tonumber) / 1024 | . * 10 | round / 10) MiB",
   (.stages[] | "  \(.name): \(.durationMs) ms"),
   "  all stages but selftest: \([.stages[] | select(.name != "selftest") | .durationMs] | add | . * 10 | round / 10) ms"' "$work/up.json"

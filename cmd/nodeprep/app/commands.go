@@ -10,5 +10,6 @@ func addCommands(root *cobra.Command, g *globals) {
 		newJoinCommand(g),     // join.go
 		newSelftestCommand(g), // selftest.go
 		newProbeCommand(g),    // selftest.go: hidden child of the self-test
+		newUpCommand(g),       // up.go
 	)
 }

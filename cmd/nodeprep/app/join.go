@@ -8,15 +8,15 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
 
-// joinOptions are `nodeprep join`'s flags.
-type joinOptions struct {
-	inv                 inventoryFlags
+// joinFlags are the drop-in flags `join` and `up` share.
+type joinFlags struct {
 	k3sConfig           string
 	dropIn              string
 	labels              []string
@@ -26,8 +26,70 @@ type joinOptions struct {
 	gfdLabels           bool
 	allowOverride       bool
 	requireUnregistered bool
-	dryRun              bool
-	wait                string
+}
+
+// joinOptions are `nodeprep join`'s flags.
+type joinOptions struct {
+	joinFlags
+	inv    inventoryFlags
+	dryRun bool
+	wait   string
+}
+
+func (o *joinFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&o.k3sConfig, "k3s-config", "", "host path of k3s's config.yaml; drop-ins are read from <path>.d (default "+k3s.DefaultConfigPath+")")
+	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
+	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
+	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
+	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
+	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
+	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
+	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
+	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
+}
+
+// joinSettings are the resolved drop-in settings: k3s options without the
+// generated labels, whether GFD labels are on, and the user's labels.
+type joinSettings struct {
+	opts  k3s.Options
+	gfd   bool
+	extra []k3s.Label
+}
+
+// resolve applies flags over the config file. The k3s config file is
+// --k3s-config, else $K3S_CONFIG_FILE (what k3s itself reads; k3s lets it
+// win over --config), else join.k3sConfig.
+func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error) {
+	cfg := g.cfg.Join
+	configPath := cfg.K3sConfig
+	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
+		configPath = env
+	}
+	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
+	if err != nil {
+		return joinSettings{}, err
+	}
+	userTaints, err := k3s.ParseTaints(flagOr(fs, "taint", o.taints, cfg.Taints))
+	if err != nil {
+		return joinSettings{}, err
+	}
+	defaultTaint := cfg.DefaultTaint == nil || *cfg.DefaultTaint
+	if fs.Changed("no-default-taint") {
+		defaultTaint = !o.noDefaultTaint
+	}
+	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
+	return joinSettings{
+		opts: k3s.Options{
+			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, configPath),
+			DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
+			Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
+			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
+			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
+			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
+		},
+		gfd:   flagOr(fs, "gfd-labels", o.gfdLabels, gfd),
+		extra: userLabels,
+	}, nil
 }
 
 func newJoinCommand(g *globals) *cobra.Command {
@@ -49,15 +111,7 @@ from the config file, else /etc/rancher/k3s/config.yaml.`,
 	}
 	f := cmd.Flags()
 	o.inv.add(f)
-	f.StringVar(&o.k3sConfig, "k3s-config", "", "host path of k3s's config.yaml; drop-ins are read from <path>.d (default "+k3s.DefaultConfigPath+")")
-	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
-	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
-	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
-	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
-	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
-	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
-	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
-	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
+	o.joinFlags.add(f)
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the drop-in and write nothing")
 	addWaitFlag(cmd, &o.wait)
 	return cmd
@@ -72,49 +126,24 @@ type joinReport struct {
 
 func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
-	cfg := g.cfg.Join
-	configPath := cfg.K3sConfig
-	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
-		configPath = env // what k3s itself reads; k3s lets it win over --config
-	}
-	configPath = flagOr(fs, "k3s-config", o.k3sConfig, configPath)
-
-	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
+	js, err := o.joinFlags.resolve(g, fs)
 	if err != nil {
 		return err
 	}
-	userTaints, err := k3s.ParseTaints(flagOr(fs, "taint", o.taints, cfg.Taints))
-	if err != nil {
-		return err
-	}
-	defaultTaint := cfg.DefaultTaint == nil || *cfg.DefaultTaint
-	if fs.Changed("no-default-taint") {
-		defaultTaint = !o.noDefaultTaint
-	}
-	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
-	gfd = flagOr(fs, "gfd-labels", o.gfdLabels, gfd)
-
 	report := joinReport{DryRun: o.dryRun}
 	var inv *gpu.Inventory
-	if gfd || fs.Changed("simulate") {
+	if js.gfd || fs.Changed("simulate") {
 		if inv, err = o.inv.inventory(g, fs); err != nil {
 			return err
 		}
 		report.Simulated = inv.Simulated
 	}
-	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: gfd, Extra: userLabels})
+	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, Extra: js.extra})
 	if err != nil {
 		return err
 	}
-	opts := k3s.Options{
-		ConfigPath:          configPath,
-		DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
-		Labels:              labels,
-		Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
-		K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
-		AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
-		RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
-	}
+	opts := js.opts
+	opts.Labels = labels
 
 	if !o.dryRun {
 		ctx := cmd.Context()

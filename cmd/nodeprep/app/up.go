@@ -1,0 +1,147 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/spf13/cobra"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+// upOptions are `nodeprep up`'s flags: every stage's, plus the policy and
+// the output files.
+type upOptions struct {
+	specFlags
+	joinFlags
+	selftestFlags
+	inv               inventoryFlags
+	deviceNames       []string
+	onSelftestFailure string
+	statusFile        string
+	metricsFile       string
+	wait              string
+}
+
+func newUpCommand(g *globals) *cobra.Command {
+	o := &upOptions{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the whole boot pipeline: inventory, CDI patch, self-test, join (for the systemd unit)",
+		Long: `up inspects the GPUs through NVML, patches the CDI spec and checks its device
+names, runs the Vulkan and EGL adapter self-test, and writes the k3s join
+drop-in, in that order, stopping at the first stage that makes the node
+unsafe. It always writes the status file (--status-file) and, with
+--metrics-file, a Prometheus textfile; under systemd it sends READY=1 once
+the node is ready.
+
+When the self-test fails, --on-selftest-failure=block (default) exits 1 and
+writes no drop-in, so k3s.service, which requires nodeprep.service, does not
+start; =taint joins with nodeprep.dev/gpu-unhealthy=true:NoExecute and exits 0.
+
+Exit status: 0 ready, 1 not ready, and the stage's own code for bad input
+(65), a missing NVML or spec (69), an unwritable file (73), a held lock (75).`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
+	}
+	f := cmd.Flags()
+	o.specFlags.add(cmd)
+	o.joinFlags.add(f)
+	o.selftestFlags.add(f)
+	o.inv.add(f)
+	f.StringSliceVar(&o.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the CDI spec must serve per GPU: uuid and/or index")
+	f.StringVar(&o.onSelftestFailure, "on-selftest-failure", nodeprep.PolicyBlock, "what a failed self-test does: block (exit 1, no drop-in) or taint (join tainted)")
+	f.StringVar(&o.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report written after every run")
+	f.StringVar(&o.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter (default: none)")
+	addWaitFlag(cmd, &o.wait)
+	return cmd
+}
+
+func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
+	fs := cmd.Flags()
+	cfg := g.cfg
+	policy := flagOr(fs, "on-selftest-failure", o.onSelftestFailure, cfg.Up.OnSelftestFailure)
+	if policy != nodeprep.PolicyBlock && policy != nodeprep.PolicyTaint {
+		return fault.Usage(fmt.Errorf("--on-selftest-failure %q: want block or taint", policy))
+	}
+	js, err := o.joinFlags.resolve(g, fs)
+	if err != nil {
+		return err
+	}
+	st, err := o.selftestFlags.options(g, fs, o.inv.simulate != "")
+	if err != nil {
+		return err
+	}
+	unlock, err := lock(cmd.Context(), g, cmd, o.wait)
+	if err != nil {
+		return err
+	}
+	defer unlock() //nolint:errcheck // closing the lock file releases it
+
+	rep, err := nodeprep.Up(cmd.Context(), g.host, nodeprep.UpOptions{
+		Inventory:         func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
+		CDI:               o.specFlags.options(g, cmd),
+		DeviceNames:       flagOr(fs, "device-names", o.deviceNames, cfg.CDI.DeviceNames),
+		Selftest:          st,
+		Join:              js.opts,
+		GFDLabels:         js.gfd,
+		ExtraLabels:       js.extra,
+		OnSelftestFailure: policy,
+		StatusFile:        flagOr(fs, "status-file", o.statusFile, cfg.Up.StatusFile),
+		MetricsFile:       flagOr(fs, "metrics-file", o.metricsFile, cfg.Up.MetricsFile),
+		Notifier:          systemdNotifier{},
+		Log:               g.log,
+		Version:           version,
+	})
+	if rep != nil {
+		if perr := g.print(rep, func(w io.Writer) error { return writeUpText(w, rep) }); perr != nil && err == nil {
+			err = fault.CantWrite(fmt.Errorf("printing the report: %w", perr))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rerr := rep.Err(); rerr != nil {
+		return silentIfPrinted(g, fmt.Errorf("node not ready: %w", rerr))
+	}
+	return nil
+}
+
+// systemdNotifier sends sd_notify(3) messages when NOTIFY_SOCKET is set
+// (github.com/coreos/go-systemd/v22/daemon); without it, nothing.
+type systemdNotifier struct{}
+
+func (systemdNotifier) Notify(state string) error {
+	_, err := daemon.SdNotify(false, state)
+	return err
+}
+
+func writeUpText(w io.Writer, r *nodeprep.Report) error {
+	var b strings.Builder
+	if r.Simulated {
+		fmt.Fprintf(&b, "simulated GPUs (%s): no real driver was used\n", r.Inventory.Server)
+	}
+	for _, s := range r.Stages {
+		mark := map[string]string{nodeprep.StatusOK: "✓", nodeprep.StatusWarning: "!", nodeprep.StatusFailed: "✗", nodeprep.StatusSkipped: "-"}[s.Status]
+		fmt.Fprintf(&b, "%s %-9s %8.1f ms  %s\n", mark, s.Name, s.DurationMS, s.Summary)
+		for _, reason := range s.Reasons {
+			fmt.Fprintf(&b, "    %s\n", reason)
+		}
+	}
+	for _, f := range r.FilesChanged {
+		fmt.Fprintf(&b, "wrote %s\n", f)
+	}
+	if r.StatusFile != "" {
+		fmt.Fprintf(&b, "status %s\n", r.StatusFile)
+	}
+	if r.MetricsFile != "" {
+		fmt.Fprintf(&b, "metrics %s\n", r.MetricsFile)
+	}
+	fmt.Fprintf(&b, "%s (%.1f ms)\n", r.Verdict, r.DurationMS)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

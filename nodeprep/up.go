@@ -1,0 +1,398 @@
+package nodeprep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+)
+
+// Self-test failure policies (UpOptions.OnSelftestFailure).
+const (
+	// PolicyBlock: exit 1 and write no drop-in, so k3s.service (which
+	// requires nodeprep.service) does not start.
+	PolicyBlock = "block"
+	// PolicyTaint: write the drop-in with UnhealthyTaint and a label, and
+	// report ready-but-tainted (exit 0).
+	PolicyTaint = "taint"
+)
+
+// UnhealthyTaint is the taint PolicyTaint adds when the self-test fails. Like
+// every taint it reaches a Node only when it first registers.
+const UnhealthyTaint = "nodeprep.dev/gpu-unhealthy=true:NoExecute"
+
+// Stage names, in pipeline order.
+const (
+	StageInventory = "inventory"
+	StageCDI       = "cdi"
+	StageSelftest  = "selftest"
+	StageJoin      = "join"
+)
+
+// Stage statuses.
+const (
+	StatusOK      = "ok"
+	StatusWarning = "warning" // passed with a caveat (e.g. tainted)
+	StatusFailed  = "failed"
+	StatusSkipped = "skipped" // an earlier stage failed
+)
+
+// Notifier tells the service manager how the run goes: the cmd layer
+// passes one over sd_notify(3) (github.com/coreos/go-systemd daemon);
+// nil means nothing is sent.
+type Notifier interface {
+	// Notify sends a state string such as "READY=1\nSTATUS=ready".
+	Notify(state string) error
+}
+
+// UpOptions is everything `nodeprep up` needs; the cmd layer fills it from
+// flags and the config file.
+type UpOptions struct {
+	// Inventory builds the GPU inventory (NVML or a simulated server).
+	Inventory func() (*gpu.Inventory, error)
+	// CDI names the spec and the driver root; DeviceNames are the
+	// device-name strategies the spec must serve (DeviceNameUUID, ...).
+	CDI         cdi.FileOptions
+	DeviceNames []string
+	// Selftest are the self-test's options (child command, loader, timeout).
+	Selftest []selftest.Option
+	// Join is the k3s drop-in to write; its Labels are computed here from
+	// the inventory and the self-test (GFD labels when GFDLabels), with
+	// ExtraLabels added; its Taints are used as given (plus UnhealthyTaint
+	// under PolicyTaint).
+	Join        k3s.Options
+	GFDLabels   bool
+	ExtraLabels []k3s.Label
+	// OnSelftestFailure is PolicyBlock (default) or PolicyTaint.
+	OnSelftestFailure string
+	// StatusFile is the host path of the status report (written always).
+	StatusFile string
+	// MetricsFile is the host path of the Prometheus textfile ("" = none).
+	MetricsFile string
+	Notifier    Notifier
+	Log         *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now     func() time.Time
+	Version string
+}
+
+// StageResult is one stage's outcome.
+type StageResult struct {
+	Name   string `json:"name" yaml:"name"`
+	Status string `json:"status" yaml:"status"`
+	// DurationMS is the stage's wall time in milliseconds.
+	DurationMS float64 `json:"durationMs" yaml:"durationMs"`
+	// Summary is the stage's key facts in one line.
+	Summary string `json:"summary,omitempty" yaml:"summary,omitempty"`
+	// Reasons say why a stage failed or warned, one per problem.
+	Reasons []string `json:"reasons,omitempty" yaml:"reasons,omitempty"`
+}
+
+// Report is the result of `nodeprep up`, written to the status file and
+// printed by `up -o json`.
+type Report struct {
+	Version string `json:"version" yaml:"version"`
+	// Ready is true when the node may join: every stage ok, or the
+	// self-test failed under PolicyTaint (then Tainted is true).
+	Ready   bool `json:"ready" yaml:"ready"`
+	Tainted bool `json:"tainted" yaml:"tainted"`
+	// Simulated is true when the inventory came from --simulate.
+	Simulated bool `json:"simulated" yaml:"simulated"`
+	// Verdict is "ready", "ready, tainted" or "not ready: <first reason>".
+	Verdict    string        `json:"verdict" yaml:"verdict"`
+	StartedAt  time.Time     `json:"startedAt" yaml:"startedAt"`
+	DurationMS float64       `json:"durationMs" yaml:"durationMs"`
+	Stages     []StageResult `json:"stages" yaml:"stages"`
+	// FilesChanged are the host paths this run wrote (besides the status
+	// and metrics files).
+	FilesChanged []string         `json:"filesChanged" yaml:"filesChanged"`
+	Inventory    *gpu.Inventory   `json:"inventory,omitempty" yaml:"inventory,omitempty"`
+	CDI          *cdi.PatchResult `json:"cdi,omitempty" yaml:"cdi,omitempty"`
+	Selftest     *selftest.Report `json:"selftest,omitempty" yaml:"selftest,omitempty"`
+	Join         *k3s.Result      `json:"join,omitempty" yaml:"join,omitempty"`
+	// PeakRSSMiB is this nodeprep process's peak resident memory in MiB
+	// (getrusage(2) ru_maxrss), without the probe children, which load the
+	// driver.
+	PeakRSSMiB  float64 `json:"peakRSSMiB" yaml:"peakRSSMiB"`
+	StatusFile  string  `json:"statusFile" yaml:"statusFile"`
+	MetricsFile string  `json:"metricsFile,omitempty" yaml:"metricsFile,omitempty"`
+	stageErr    error   // the error of the stage that stopped the run
+}
+
+// Stage returns the named stage's result, or nil.
+func (r *Report) Stage(name string) *StageResult {
+	for i := range r.Stages {
+		if r.Stages[i].Name == name {
+			return &r.Stages[i]
+		}
+	}
+	return nil
+}
+
+// Err is nil for a ready node; otherwise the stopping stage's error, whose
+// fault kind gives the exit code (a failed self-test or check: 1; NVML
+// missing: 69; a malformed spec: 65; ...).
+func (r *Report) Err() error { return r.stageErr }
+
+// step is one stage of the pipeline: it fills its part of the report and
+// returns an error when the node is unsafe and the run must stop.
+type step struct {
+	name string
+	run  func(u *upRun, ctx context.Context, st *StageResult) error
+}
+
+// upRun is the environment the steps share.
+type upRun struct {
+	host   *hostfs.Root
+	opts   UpOptions
+	report *Report
+	inv    *gpu.Inventory // healthy GPUs only, for the self-test and labels
+}
+
+// Up runs the boot pipeline: inventory, CDI patch, self-test, join, in
+// that order, stopping at the first stage that makes the node unsafe. It
+// always writes the status file (and the metrics file when set) and
+// notifies the service manager. The returned error is about the status
+// or metrics file only; the node's verdict is Report.Ready and Report.Err.
+func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnSelftestFailure == "" {
+		opts.OnSelftestFailure = PolicyBlock
+	}
+	u := &upRun{host: host, opts: opts, report: &Report{
+		Version: opts.Version, StartedAt: opts.Now().UTC(), StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile,
+		FilesChanged: []string{},
+	}}
+	u.notify("STATUS=inspecting GPUs")
+	steps := []step{
+		{StageInventory, (*upRun).inventory},
+		{StageCDI, (*upRun).cdi},
+		{StageSelftest, (*upRun).selftest},
+		{StageJoin, (*upRun).join},
+	}
+	start := opts.Now()
+	var stopped error
+	for _, s := range steps {
+		st := StageResult{Name: s.name, Status: StatusOK}
+		if stopped != nil {
+			st.Status = StatusSkipped
+			u.report.Stages = append(u.report.Stages, st)
+			continue
+		}
+		t0 := opts.Now()
+		err := s.run(u, ctx, &st)
+		st.DurationMS = ms(opts.Now().Sub(t0))
+		if err != nil {
+			st.Status = StatusFailed
+			if len(st.Reasons) == 0 {
+				st.Reasons = []string{err.Error()}
+			}
+			stopped = err
+			opts.Log.Error("stage failed", "stage", s.name, "err", err)
+		}
+		u.report.Stages = append(u.report.Stages, st)
+	}
+	r := u.report
+	r.DurationMS = ms(opts.Now().Sub(start))
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
+	}
+	r.stageErr = stopped
+	r.Ready = stopped == nil
+	switch {
+	case !r.Ready:
+		r.Verdict = "not ready: " + firstReason(r)
+	case r.Tainted:
+		r.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
+	default:
+		r.Verdict = "ready"
+	}
+	err := u.writeOutputs()
+	if r.Ready {
+		u.notify("READY=1\nSTATUS=" + r.Verdict)
+	} else {
+		u.notify("STATUS=" + r.Verdict)
+	}
+	return r, err
+}
+
+func firstReason(r *Report) string {
+	for _, s := range r.Stages {
+		if s.Status == StatusFailed && len(s.Reasons) > 0 {
+			return s.Name + ": " + s.Reasons[0]
+		}
+	}
+	return "unknown"
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (u *upRun) notify(state string) {
+	if u.opts.Notifier == nil {
+		return
+	}
+	if err := u.opts.Notifier.Notify(state); err != nil {
+		u.opts.Log.Warn("sd_notify failed", "err", err)
+	}
+}
+
+func (u *upRun) inventory(_ context.Context, st *StageResult) error {
+	inv, err := u.opts.Inventory()
+	if err != nil {
+		return err
+	}
+	u.report.Inventory = inv
+	u.report.Simulated = inv.Simulated
+	healthy := inv.Healthy()
+	for _, g := range inv.GPUs {
+		if !g.Health.Healthy {
+			st.Status = StatusWarning
+			st.Reasons = append(st.Reasons, fmt.Sprintf("GPU %d (%s) unhealthy: %s; it is left out", g.Index, g.UUID, strings.Join(g.Health.Reasons, ", ")))
+		}
+	}
+	st.Summary = fmt.Sprintf("%d GPUs (%d healthy), driver %s, CUDA %s", len(inv.GPUs), len(healthy), inv.DriverVersion, inv.CUDADriverVersion)
+	if inv.Simulated {
+		st.Summary += ", simulated " + inv.Server
+	}
+	if len(healthy) == 0 {
+		err := fault.CheckFailed(errors.New("no healthy GPU"))
+		st.Reasons = append([]string{err.Error()}, st.Reasons...)
+		return err
+	}
+	only := *inv
+	only.GPUs = healthy
+	u.inv = &only
+	return nil
+}
+
+func (u *upRun) cdi(_ context.Context, st *StageResult) error {
+	res, err := cdi.PatchFile(u.host, u.opts.CDI, false)
+	if err != nil {
+		return err
+	}
+	u.report.CDI = res
+	if res.Written {
+		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
+	}
+	expect, err := ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
+	if err != nil {
+		return err
+	}
+	_, spec, err := cdi.Load(u.host, u.opts.CDI.Spec)
+	if err != nil {
+		return err
+	}
+	findings := append(res.Findings, cdi.CheckDevices(spec, expect)...)
+	for _, f := range findings {
+		if f.Severity == cdi.SeverityError {
+			st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
+		}
+	}
+	verb := "unchanged"
+	if res.Written {
+		verb = fmt.Sprintf("patched (%d changes)", len(res.Changes))
+	}
+	st.Summary = fmt.Sprintf("%s %s, %d graphics files, %d device names checked", res.Spec, verb, len(res.Graphics.Files), len(expect))
+	if len(st.Reasons) > 0 {
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %d problem(s)", res.Spec, len(st.Reasons)))
+	}
+	return nil
+}
+
+func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
+	u.notify("STATUS=running the adapter self-test")
+	rep, err := selftest.Run(ctx, u.inv, u.opts.Selftest...)
+	if err != nil {
+		return err
+	}
+	u.report.Selftest = rep
+	matched := 0
+	for _, m := range rep.Matches {
+		if m.Vulkan {
+			matched++
+		}
+	}
+	st.Summary = fmt.Sprintf("%d/%d GPUs matched a Vulkan adapter, %d Vulkan adapters, %d EGL devices", matched, len(u.inv.GPUs), len(rep.Vulkan.Adapters), len(rep.EGL.Devices))
+	if rep.StandIn {
+		st.Summary += " (CPU stand-in for simulated GPUs)"
+	}
+	if rep.Passed {
+		return nil
+	}
+	for _, r := range rep.Reasons {
+		st.Reasons = append(st.Reasons, fmt.Sprint(r))
+	}
+	if u.opts.OnSelftestFailure == PolicyTaint {
+		st.Status = StatusWarning
+		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
+		u.report.Tainted = true
+		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
+		return nil
+	}
+	err = fmt.Errorf("adapter self-test failed: %w", rep.Err())
+	if errors.Is(err, selftest.ErrLibraryNotFound) {
+		return fault.Unavailable(err) // DESIGN.md: a required library is unavailable
+	}
+	return fault.CheckFailed(err)
+}
+
+func (u *upRun) join(_ context.Context, st *StageResult) error {
+	result := SelftestPassed
+	adapters := 0
+	if rep := u.report.Selftest; rep != nil {
+		if !rep.Passed {
+			result = SelftestFailed
+		}
+		for _, m := range rep.Matches {
+			if m.Vulkan {
+				adapters++
+			}
+		}
+	}
+	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
+	if err != nil {
+		return err
+	}
+	opts := u.opts.Join
+	opts.Labels = labels
+	if u.report.Tainted {
+		t, err := k3s.ParseTaint(UnhealthyTaint)
+		if err != nil {
+			return err
+		}
+		opts.Taints = append(append([]k3s.Taint(nil), opts.Taints...), t)
+	}
+	res, err := k3s.Plan(u.host, opts)
+	if err != nil {
+		return err
+	}
+	u.report.Join = res
+	for _, w := range res.Warnings {
+		st.Status = StatusWarning
+		st.Reasons = append(st.Reasons, w)
+	}
+	if err := k3s.Apply(u.host, res); err != nil {
+		return err
+	}
+	if res.Written {
+		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
+	}
+	st.Summary = fmt.Sprintf("%s: %d labels, %d taints", res.DropInPath, len(res.Labels), len(res.Taints))
+	return nil
+}
