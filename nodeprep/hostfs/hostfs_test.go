@@ -1,0 +1,159 @@
+package hostfs_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// tree builds a small host: /run/opengl-driver -> /nix/store/x-drv (an
+// absolute link, as on NixOS), a link that tries to escape, a dangling one.
+func tree(t *testing.T) (*hostfs.Root, string) {
+	t.Helper()
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "nix/store/x-drv/share/vulkan/icd.d"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "nix/store/x-drv/share/vulkan/icd.d/nvidia_icd.x86_64.json"), []byte("{}"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "nix/store/x-drv/share/vulkan/icd.d/other.txt"), nil, 0o644))
+	must(os.MkdirAll(filepath.Join(dir, "run"), 0o755))
+	must(os.Symlink("/nix/store/x-drv", filepath.Join(dir, "run/opengl-driver")))
+	must(os.Symlink("/../../../../etc", filepath.Join(dir, "run/escape")))
+	must(os.Symlink("/nix/store/gone", filepath.Join(dir, "run/dangling")))
+	root, err := hostfs.New(dir)
+	must(err)
+	return root, dir
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	root, dir := tree(t)
+	tests := []struct {
+		host, want string
+	}{
+		{"/run/opengl-driver/share/vulkan/icd.d", "/nix/store/x-drv/share/vulkan/icd.d"},
+		{"/run/escape/passwd", "/etc/passwd"}, // stays inside the root
+		{"/run/dangling", "/nix/store/gone"},
+		{"/no/such/file", "/no/such/file"},
+	}
+	for _, tt := range tests {
+		got, err := root.Resolve(tt.host)
+		if err != nil || got != tt.want {
+			t.Errorf("Resolve(%s) = %q, %v; want %q", tt.host, got, err, tt.want)
+		}
+		p, _ := root.Path(tt.host)
+		if p != filepath.Join(dir, tt.want) {
+			t.Errorf("Path(%s) = %s, outside or wrong", tt.host, p)
+		}
+	}
+	if _, err := root.Path("relative/path"); err == nil {
+		t.Error("relative host path accepted")
+	}
+	if !root.Exists("/run/opengl-driver/share") || root.Exists("/run/dangling") {
+		t.Error("Exists: a dangling link must not exist, a re-rooted one must")
+	}
+	if st, err := root.Lstat("/run/dangling"); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat does not see the link itself: %v", err)
+	}
+}
+
+func TestGlobKeepsStablePaths(t *testing.T) {
+	t.Parallel()
+	root, _ := tree(t)
+	got, err := root.Glob("/run/opengl-driver/share/vulkan/icd.d/nvidia_icd*.json")
+	if err != nil || len(got) != 1 || got[0] != "/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json" {
+		t.Errorf("Glob = %v, %v", got, err)
+	}
+	if got, err := root.Glob("/missing/dir/*.json"); err != nil || len(got) != 0 {
+		t.Errorf("Glob of a missing dir = %v, %v", got, err)
+	}
+	if _, err := root.Glob("/run/*/x.json"); err == nil {
+		t.Error("wildcards outside the last element accepted")
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	t.Parallel()
+	root, dir := tree(t)
+	// New file with MkdirAll and the given mode.
+	if err := root.WriteFile("/etc/new/a.yaml", []byte("x"), hostfs.WriteOptions{Mode: 0o600, MkdirAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "etc/new/a.yaml")); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", st.Mode().Perm())
+	}
+	// An existing file keeps its mode unless ForceMode.
+	os.Chmod(filepath.Join(dir, "etc/new/a.yaml"), 0o640)
+	root.WriteFile("/etc/new/a.yaml", []byte("y"), hostfs.WriteOptions{Mode: 0o600})
+	if st, _ := os.Stat(filepath.Join(dir, "etc/new/a.yaml")); st.Mode().Perm() != 0o640 {
+		t.Errorf("existing mode not kept: %v", st.Mode().Perm())
+	}
+	root.WriteFile("/etc/new/a.yaml", []byte("z"), hostfs.WriteOptions{Mode: 0o600, ForceMode: true})
+	if st, _ := os.Stat(filepath.Join(dir, "etc/new/a.yaml")); st.Mode().Perm() != 0o600 {
+		t.Errorf("ForceMode ignored: %v", st.Mode().Perm())
+	}
+	// Writing through a symlink is refused and changes nothing.
+	os.Symlink("a.yaml", filepath.Join(dir, "etc/new/link.yaml"))
+	err := root.WriteFile("/etc/new/link.yaml", []byte("evil"), hostfs.WriteOptions{})
+	if !errors.Is(err, fault.ErrCantWrite) {
+		t.Errorf("write through a symlink: %v", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "etc/new/a.yaml")); string(data) != "z" {
+		t.Errorf("target changed: %q", data)
+	}
+	// A missing directory without MkdirAll is a write error.
+	if err := root.WriteFile("/nope/x", nil, hostfs.WriteOptions{}); !errors.Is(err, fault.ErrCantWrite) {
+		t.Errorf("missing dir: %v", err)
+	}
+	// Parent links are followed inside the root: /run/escape/x lands in <root>/etc.
+	if err := root.WriteFile("/run/escape/x", []byte("in"), hostfs.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etc/x")); err != nil {
+		t.Errorf("write through a parent link left the root: %v", err)
+	}
+}
+
+func TestLock(t *testing.T) {
+	t.Parallel()
+	root, _ := tree(t)
+	unlock, err := root.Lock(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := root.Lock(context.Background(), 150*time.Millisecond); !errors.Is(err, fault.ErrLocked) {
+		t.Fatalf("second lock: %v", err)
+	}
+	if time.Since(start) < 100*time.Millisecond {
+		t.Error("did not wait")
+	}
+	go func() { time.Sleep(50 * time.Millisecond); unlock() }()
+	unlock2, err := root.Lock(context.Background(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlock2()
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o644)
+	for _, dir := range []string{f, "/no/such/dir"} {
+		if _, err := hostfs.New(dir); !errors.Is(err, fault.ErrUsage) {
+			t.Errorf("New(%s) = %v, want a usage error", dir, err)
+		}
+	}
+}
