@@ -23,7 +23,9 @@ if ((${#missing[@]})); then
   [ "$(id -u)" = 0 ] || sudo="sudo"
   echo "install-deps: installing ${missing[*]}" >&2
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # With recommends, as on the machines this was proven on (nix-bin wants
+  # nix-setup-systemd to lay out /nix).
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 gobin="$(go env GOPATH)/bin"
