@@ -69,36 +69,11 @@ func SanitiseProduct(name string) string {
 }
 
 // ArchFamily returns GFD's nvidia.com/gpu.family for a CUDA compute
-// capability (internal/lm/resource.go getArchFamily): "tesla", "fermi",
-// "kepler", "maxwell", "pascal", "volta" (7.0–7.4), "turing" (7.5+),
-// "ampere" (8.0–8.8), "ada-lovelace" (8.9+), "hopper" (9.x), "blackwell"
-// (10.x and 12.x), else "undefined".
+// capability: gpu.Family's name (GFD's getArchFamily table), or
+// "undefined" where GFD has none.
 func ArchFamily(major, minor int) string {
-	switch major {
-	case 1:
-		return "tesla"
-	case 2:
-		return "fermi"
-	case 3:
-		return "kepler"
-	case 5:
-		return "maxwell"
-	case 6:
-		return "pascal"
-	case 7:
-		if minor < 5 {
-			return "volta"
-		}
-		return "turing"
-	case 8:
-		if minor < 9 {
-			return "ampere"
-		}
-		return "ada-lovelace"
-	case 9:
-		return "hopper"
-	case 10, 12:
-		return "blackwell"
+	if f := gpu.Family(major, minor); f != "" {
+		return f
 	}
 	return "undefined"
 }
