@@ -9,7 +9,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 LVP_ICD   := $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps test vet lint unit nix-check demo bench fuzz shaders clean
+.PHONY: all build deps test vet lint unit rootfs nix-check demo bench fuzz shaders clean
 
 all: build
 
@@ -29,12 +29,17 @@ lint: vet
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
 unit:
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
+	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
 	  $(GO) test -count=1 ./...
+
+# The in-container self-test's root file system (Debian packages, no driver).
+rootfs:
+	./scripts/make-test-rootfs.sh .cache/rootfs
 
 nix-check:
 	./scripts/nix-check.sh
 
-test: deps build lint unit nix-check
+test: deps build lint rootfs unit nix-check
 
 demo: deps build
 	./scripts/demo.sh

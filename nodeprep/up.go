@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -66,6 +67,9 @@ type UpOptions struct {
 	DeviceNames []string
 	// Selftest are the self-test's options (child command, loader, timeout).
 	Selftest []selftest.Option
+	// Container, when set, also runs the self-test inside an OCI container
+	// started with the patched spec's devices (selftest.container).
+	Container *ctrtest.Options
 	// Join is the k3s drop-in to write; its Labels are computed here from
 	// the inventory and the self-test (GFD labels when GFDLabels), with
 	// ExtraLabels added; its Taints are used as given (plus UnhealthyTaint
@@ -119,7 +123,9 @@ type Report struct {
 	Inventory    *gpu.Inventory   `json:"inventory,omitempty" yaml:"inventory,omitempty"`
 	CDI          *cdi.PatchResult `json:"cdi,omitempty" yaml:"cdi,omitempty"`
 	Selftest     *selftest.Report `json:"selftest,omitempty" yaml:"selftest,omitempty"`
-	Join         *k3s.Result      `json:"join,omitempty" yaml:"join,omitempty"`
+	// Container is the in-container self-test, when configured.
+	Container *ctrtest.Report `json:"container,omitempty" yaml:"container,omitempty"`
+	Join      *k3s.Result     `json:"join,omitempty" yaml:"join,omitempty"`
 	// PeakRSSMiB is this nodeprep process's peak resident memory in MiB
 	// (getrusage(2) ru_maxrss), without the probe children, which load the
 	// driver.
@@ -332,11 +338,31 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	if rep.StandIn {
 		st.Summary += " (CPU stand-in for simulated GPUs)"
 	}
-	if rep.Passed {
-		return nil
-	}
+	failure := rep.Err()
 	for _, r := range rep.Reasons {
 		st.Reasons = append(st.Reasons, fmt.Sprint(r))
+	}
+	if u.opts.Container != nil {
+		u.notify("STATUS=running the self-test inside a container")
+		crep, err := ctrtest.Run(ctx, u.host, u.inv, *u.opts.Container)
+		if err != nil {
+			return err
+		}
+		u.report.Container = crep
+		verdict := "passed"
+		if !crep.Passed {
+			verdict = "failed"
+			for _, r := range crep.Reasons {
+				st.Reasons = append(st.Reasons, "container: "+fmt.Sprint(r))
+			}
+			if failure == nil {
+				failure = crep.Err()
+			}
+		}
+		st.Summary += fmt.Sprintf("; in a container (%s): %s, %.0f ms", crep.Runtime, verdict, crep.DurationMS)
+	}
+	if failure == nil {
+		return nil
 	}
 	if u.opts.OnSelftestFailure == PolicyTaint {
 		st.Status = StatusWarning
@@ -345,9 +371,9 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
 		return nil
 	}
-	err = fmt.Errorf("adapter self-test failed: %w", rep.Err())
-	if errors.Is(err, selftest.ErrLibraryNotFound) {
-		return fault.Unavailable(err) // DESIGN.md: a required library is unavailable
+	err = fmt.Errorf("adapter self-test failed: %w", failure)
+	if errors.Is(err, selftest.ErrLibraryNotFound) || errors.Is(err, fault.ErrUnavailable) {
+		return fault.Unavailable(err) // DESIGN.md: a required library or the runtime is unavailable
 	}
 	return fault.CheckFailed(err)
 }
@@ -356,7 +382,7 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 	result := SelftestPassed
 	adapters := 0
 	if rep := u.report.Selftest; rep != nil {
-		if !rep.Passed {
+		if !rep.Passed || u.report.Container != nil && !u.report.Container.Passed {
 			result = SelftestFailed
 		}
 		for _, m := range rep.Matches {

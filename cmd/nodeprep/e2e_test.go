@@ -240,3 +240,77 @@ func TestUpBrokenHost(t *testing.T) {
 		})
 	}
 }
+
+// TestUpContainer runs `up` with the in-container self-test on a host whose
+// "driver" is lavapipe: the patch must bring the ICD into the container and
+// the probe inside must find the adapter and verify the dispatch.
+func TestUpContainer(t *testing.T) {
+	rootfs := os.Getenv("NODEPREP_TEST_ROOTFS")
+	if rootfs == "" {
+		t.Skip("NODEPREP_TEST_ROOTFS is not set (make test builds the rootfs with scripts/make-test-rootfs.sh)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc is not installed (make deps installs it)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the container self-test needs root")
+	}
+	icd, egl := lavapipe(t)
+	root := filepath.Join(t.TempDir(), "root")
+	args := append([]string{root}, simulatedUUIDs(t)...)
+	if out, err := exec.Command("../../scripts/make-lavapipe-host.sh", args...).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r := run(t, []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl},
+		"up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--container", "--rootfs", rootfs,
+		"--require-egl=false", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep struct {
+		Ready     bool `json:"ready"`
+		Container struct {
+			Passed     bool `json:"passed"`
+			Containers []struct {
+				Selftest struct {
+					Vulkan struct {
+						Adapters []struct {
+							Vendor   uint32 `json:"vendor"`
+							Dispatch struct {
+								Verified bool `json:"verified"`
+							} `json:"dispatch"`
+						} `json:"adapters"`
+					} `json:"vulkan"`
+				} `json:"selftest"`
+			} `json:"containers"`
+		} `json:"container"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Ready || !rep.Container.Passed || len(rep.Container.Containers) == 0 {
+		t.Fatalf("ready=%v container=%+v", rep.Ready, rep.Container)
+	}
+	ads := rep.Container.Containers[0].Selftest.Vulkan.Adapters
+	if len(ads) != 1 || ads[0].Vendor != 0x10005 || !ads[0].Dispatch.Verified {
+		t.Errorf("in-container adapters = %+v, want lavapipe with a verified dispatch", ads)
+	}
+}
+
+func simulatedUUIDs(t *testing.T) []string {
+	t.Helper()
+	r := run(t, nil, "inspect", "--simulate", "dgx-h200", "-o", "json")
+	var inv struct {
+		GPUs []struct {
+			UUID string `json:"uuid"`
+		} `json:"gpus"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &inv); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range inv.GPUs {
+		out = append(out, g.UUID)
+	}
+	return out
+}

@@ -30,6 +30,7 @@ type selftestFlags struct {
 type selftestOptions struct {
 	selftestFlags
 	inv inventoryFlags
+	ctr containerFlags
 }
 
 func (o *selftestFlags) add(f *pflag.FlagSet) {
@@ -89,8 +90,13 @@ Each GPU needs exactly one NVIDIA (0x10de) discrete or integrated adapter with
 its UUID whose dispatch verifies; CPU adapters such as llvmpipe never count,
 except with --simulate and --allow-cpu-adapter, where one stands in.
 
-Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL)
-could not be opened.`,
+With --container --rootfs DIR it then runs the same probe inside an OCI
+container (runc, else crun) started from DIR with the CDI spec's devices
+injected by the CDI library, as containerd does for a pod: proof that the
+patched spec gives a container a working adapter.
+
+Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL),
+or for --container the OCI runtime or rootfs, is unavailable.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSelftest(cmd, g, &o)
@@ -99,12 +105,17 @@ could not be opened.`,
 	f := cmd.Flags()
 	o.inv.add(f)
 	o.selftestFlags.add(f)
+	o.ctr.add(f, true)
 	return cmd
 }
 
 func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 	f := cmd.Flags()
 	opts, err := o.selftestFlags.options(g, f, o.inv.simulate != "")
+	if err != nil {
+		return err
+	}
+	ctrOpts, inContainer, err := o.ctr.options(g, f, &o.selftestFlags, o.inv.simulate != "", "")
 	if err != nil {
 		return err
 	}
@@ -115,6 +126,9 @@ func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 	rep, err := selftest.Run(cmd.Context(), inv, opts...)
 	if err != nil {
 		return err
+	}
+	if inContainer {
+		return runContainerSelftest(cmd.Context(), g, inv, rep, ctrOpts)
 	}
 	if err := g.print(rep, func(w io.Writer) error { return writeSelftestText(w, rep) }); err != nil {
 		return fault.CantWrite(fmt.Errorf("writing the self-test report: %w", err))

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
@@ -19,6 +20,7 @@ type upOptions struct {
 	specFlags
 	joinFlags
 	selftestFlags
+	ctr               containerFlags
 	inv               inventoryFlags
 	deviceNames       []string
 	onSelftestFailure string
@@ -52,6 +54,7 @@ Exit status: 0 ready, 1 not ready, and the stage's own code for bad input
 	o.specFlags.add(cmd)
 	o.joinFlags.add(f)
 	o.selftestFlags.add(f)
+	o.ctr.add(f, false)
 	o.inv.add(f)
 	f.StringSliceVar(&o.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the CDI spec must serve per GPU: uuid and/or index")
 	f.StringVar(&o.onSelftestFailure, "on-selftest-failure", nodeprep.PolicyBlock, "what a failed self-test does: block (exit 1, no drop-in) or taint (join tainted)")
@@ -76,6 +79,13 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return err
 	}
+	cdiOpts := o.specFlags.options(g, cmd)
+	var ctr *ctrtest.Options
+	if copts, ok, err := o.ctr.options(g, fs, &o.selftestFlags, o.inv.simulate != "", cdiOpts.Spec); err != nil {
+		return err
+	} else if ok {
+		ctr = &copts
+	}
 	unlock, err := lock(cmd.Context(), g, cmd, o.wait)
 	if err != nil {
 		return err
@@ -84,9 +94,10 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 
 	rep, err := nodeprep.Up(cmd.Context(), g.host, nodeprep.UpOptions{
 		Inventory:         func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
-		CDI:               o.specFlags.options(g, cmd),
+		CDI:               cdiOpts,
 		DeviceNames:       flagOr(fs, "device-names", o.deviceNames, cfg.CDI.DeviceNames),
 		Selftest:          st,
+		Container:         ctr,
 		Join:              js.opts,
 		GFDLabels:         js.gfd,
 		ExtraLabels:       js.extra,

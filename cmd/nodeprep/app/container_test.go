@@ -1,0 +1,151 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+)
+
+func TestContainerUsage(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	err := Run([]string{"--root", t.TempDir(), "selftest", "--simulate", "dgx-h200", "--container"}, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	if got := ExitCode(err); got != ExitUsage || !strings.Contains(err.Error(), "--container needs --rootfs") {
+		t.Fatalf("exit %d (%v), want %d: --container needs --rootfs", got, err, ExitUsage)
+	}
+}
+
+// TestSelftestReportShape: the container report is a section of the host
+// report, in JSON and YAML alike.
+func TestSelftestReportShape(t *testing.T) {
+	t.Parallel()
+	both := selftestReport{
+		Report:    &selftest.Report{Passed: true, Matches: []selftest.Match{}},
+		Container: &ctrtest.Report{Passed: false, Runtime: "/usr/sbin/runc", Containers: []ctrtest.Container{}},
+	}
+	j, err := json.Marshal(both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.Marshal(both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, unmarshal := range map[string]func() (map[string]any, error){
+		"json": func() (m map[string]any, err error) { return m, json.Unmarshal(j, &m) },
+		"yaml": func() (m map[string]any, err error) { return m, yaml.Unmarshal(y, &m) },
+	} {
+		m, err := unmarshal()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m["passed"] != true || m["vulkan"] == nil {
+			t.Errorf("%s: host fields not at the top level: %v", name, m)
+		}
+		c, ok := m["container"].(map[string]any)
+		if !ok || c["runtime"] != "/usr/sbin/runc" || c["passed"] != false {
+			t.Errorf("%s: container section %v", name, m["container"])
+		}
+	}
+}
+
+func TestContainerExit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		kind selftest.ReasonKind
+		code int
+	}{
+		{"runtime missing", ctrtest.ReasonRuntimeMissing, ExitUnavailable},
+		{"rootfs missing", ctrtest.ReasonRootfsUnavailable, ExitUnavailable},
+		{"device unresolvable", ctrtest.ReasonCDIUnresolvable, ExitCheckFailed},
+		{"mount source missing", ctrtest.ReasonMountSourceMissing, ExitCheckFailed},
+		{"no driver", selftest.ReasonIncompatibleDriver, ExitCheckFailed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := containerExit(&ctrtest.Report{Reasons: []selftest.Reason{{Kind: tc.kind, Message: "m"}}}, false)
+			if got := ExitCode(err); got != tc.code || !errors.Is(err, ctrtest.ErrFailed) {
+				t.Errorf("exit %d (%v), want %d wrapping ErrFailed", got, err, tc.code)
+			}
+		})
+	}
+	if err := containerExit(&ctrtest.Report{Passed: true}, true); err != nil {
+		t.Errorf("passed: %v", err)
+	}
+}
+
+func TestContainerText(t *testing.T) {
+	t.Parallel()
+	rep := &ctrtest.Report{
+		Runtime: "/usr/sbin/runc", Rootfs: "/rootfs", Spec: "/var/run/cdi/nvidia-container-toolkit.json",
+		Containers: []ctrtest.Container{{
+			Devices: []string{"nvidia.com/gpu=GPU-x"}, Notes: []string{"device node /dev/nvidia0 not created"}, DurationMS: 90,
+			Selftest: &selftest.Report{Passed: true, Vulkan: selftest.VulkanReport{Loader: "libvulkan.so.1"}, EGL: selftest.EGLReport{Library: "libEGL.so.1"}},
+		}},
+		Passed: true, DurationMS: 91,
+	}
+	var b bytes.Buffer
+	if err := writeContainerText(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"In-container self-test (runtime /usr/sbin/runc, rootfs /rootfs",
+		"Container 0: nvidia.com/gpu=GPU-x (90 ms)",
+		"  note: device node /dev/nvidia0 not created",
+		"\n  Vulkan (loader libvulkan.so.1)\n",
+		"\n  self-test passed (0 ms)\n",
+		"in-container self-test passed (91 ms)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestSelftestContainerRuntimeMissing runs the command with a runtime that
+// does not exist: the host self-test still reports, the container section
+// says why, and the exit status is 69.
+func TestSelftestContainerRuntimeMissing(t *testing.T) {
+	t.Parallel()
+	const icd, egl = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
+	for _, f := range []string{icd, egl} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("Mesa drivers not installed: %v", err)
+		}
+	}
+	bin := nodeprepBinary(t)
+	cmd := exec.Command(bin, "--root", t.TempDir(), "-o", "json", "selftest", "--simulate", "dgx-h200", "--allow-cpu-adapter",
+		"--container", "--rootfs", t.TempDir(), "--oci-runtime", "/nonexistent/runc")
+	cmd.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitUnavailable {
+		t.Fatalf("%v, want exit %d; stderr %s", err, ExitUnavailable, stderr.String())
+	}
+	var got struct {
+		Passed    bool            `json:"passed"`
+		Container *ctrtest.Report `json:"container"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if !got.Passed {
+		t.Errorf("the host self-test failed: %s", stdout.String())
+	}
+	if c := got.Container; c == nil || c.Passed || len(c.Reasons) != 1 || c.Reasons[0].Kind != ctrtest.ReasonRuntimeMissing {
+		t.Errorf("container section %+v, want one runtime-missing reason", c)
+	}
+}

@@ -1,0 +1,264 @@
+package ctrtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// K3sRunc is where k3s keeps its bundled runc on a k3s node.
+const K3sRunc = "/var/lib/rancher/k3s/data/current/bin/runc"
+
+// ErrRuntimeMissing is wrapped by FindRuntime's error when no OCI runtime
+// was found.
+var ErrRuntimeMissing = errors.New("no OCI runtime")
+
+// FindRuntime returns the OCI runtime's path: name when it has a slash (it
+// must be an executable file), else name looked up in PATH; with name "",
+// runc from PATH, else crun from PATH, else k3s's bundled runc (K3sRunc).
+// The error wraps ErrRuntimeMissing and is marked fault.ErrUnavailable.
+func FindRuntime(name string) (string, error) {
+	if name != "" {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			return "", fault.Unavailable(fmt.Errorf("%w: OCI runtime %q: %w", ErrRuntimeMissing, name, err))
+		}
+		return p, nil
+	}
+	for _, n := range []string{"runc", "crun", K3sRunc} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	return "", fault.Unavailable(fmt.Errorf("%w: neither runc nor crun is in PATH and %s does not exist (install runc, or pass --oci-runtime)", ErrRuntimeMissing, K3sRunc))
+}
+
+// Runtime runs containers with an OCI runtime's command line (runc and crun
+// share it: run --bundle, kill, delete --force), keeping their state in its
+// own directory so that it never sees or touches another engine's
+// containers.
+type Runtime struct {
+	// Path is the runtime's executable.
+	Path string
+	// StateDir is the runtime's --root: where it keeps container state.
+	StateDir string
+	// Log receives debug detail (commands, their stderr).
+	Log *slog.Logger
+}
+
+// RunError is a runtime command that failed: the command line, what it
+// printed on stderr, and the cause. It unwraps to the cause.
+type RunError struct {
+	Command []string
+	Stderr  string
+	Err     error
+}
+
+// Error says the command, the cause and the stderr on one line.
+func (e *RunError) Error() string {
+	msg := fmt.Sprintf("%s: %v", strings.Join(e.Command, " "), e.Err)
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + oneLine(s)
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *RunError) Unwrap() error { return e.Err }
+
+func (r *Runtime) command(args ...string) *exec.Cmd {
+	return exec.Command(r.Path, append([]string{"--root", r.StateDir}, args...)...)
+}
+
+// Outcome is what a probe container printed and how it ended.
+type Outcome struct {
+	// Report is the probe's report line without its prefix; nil when it
+	// printed none.
+	Report []byte
+	// Other is the rest of stdout (at most 64 KiB), Stderr the runtime's
+	// and the probe's stderr (at most 64 KiB).
+	Other, Stderr []byte
+	// TimedOut is true when the container was killed at the deadline.
+	TimedOut bool
+	// ExitCode is the runtime's exit status (the container's, or 128+signal
+	// when the probe was killed by one); -1 when unknown.
+	ExitCode int
+	// Err is a failure to start the runtime at all.
+	Err error
+}
+
+// Run runs the container of bundle (config.json inside) as id in the
+// foreground, reads the first stdout line that starts with prefix, and
+// waits for the runtime to exit. At ctx's end it kills the container
+// (kill id KILL), then the runtime itself if it does not exit within two
+// seconds. The container is always deleted (delete --force) before Run
+// returns.
+func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
+	out := Outcome{ExitCode: -1}
+	defer r.Delete(id)
+	cmd := r.command("run", "--bundle", bundle, id)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		out.Err = fmt.Errorf("starting %s: %w", r.Path, err)
+		return out
+	}
+	var stderr capped
+	cmd.Stderr = &stderr
+	// The runtime dies with nodeprep; its container is then reaped by
+	// the next Delete of the same state directory or by a reboot.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		out.Err = &RunError{Command: cmd.Args, Err: err}
+		return out
+	}
+	type read struct{ report, other []byte }
+	readc := make(chan read, 1)
+	go func() {
+		rep, other := readReport(stdout, prefix)
+		_, _ = io.Copy(io.Discard, stdout) // let the probe finish writing
+		readc <- read{rep, other}
+	}()
+	waitc := make(chan error, 1)
+	go func() {
+		rd := <-readc
+		out.Report, out.Other = rd.report, rd.other
+		waitc <- cmd.Wait()
+	}()
+	var werr error
+	select {
+	case werr = <-waitc:
+	case <-ctx.Done():
+		out.TimedOut = true
+		r.Kill(id)
+		select {
+		case werr = <-waitc:
+		case <-time.After(2 * time.Second):
+			_ = cmd.Process.Kill()
+			werr = <-waitc
+		}
+	}
+	out.Stderr = stderr.Bytes()
+	var ee *exec.ExitError
+	switch {
+	case werr == nil:
+		out.ExitCode = 0
+	case errors.As(werr, &ee):
+		out.ExitCode = ee.ExitCode()
+	default:
+		out.Err = &RunError{Command: cmd.Args, Stderr: stderr.String(), Err: werr}
+	}
+	if r.Log != nil {
+		r.Log.Debug("probe container finished", "id", id, "ms", float64(time.Since(start).Microseconds())/1000,
+			"exit", out.ExitCode, "timedOut", out.TimedOut, "report", out.Report != nil, "stderr", strings.TrimSpace(stderr.String()))
+	}
+	return out
+}
+
+// Kill sends SIGKILL to the container's processes; errors (the container
+// has already gone) are only logged.
+func (r *Runtime) Kill(id string) {
+	r.quiet(5*time.Second, "kill", id, "KILL")
+}
+
+// Delete removes the container and its state, killing what still runs
+// (delete --force); errors (it is already gone) are only logged.
+func (r *Runtime) Delete(id string) {
+	r.quiet(10*time.Second, "delete", "--force", id)
+}
+
+func (r *Runtime) quiet(limit time.Duration, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.Path, append([]string{"--root", r.StateDir}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil && r.Log != nil {
+		r.Log.Debug("OCI runtime cleanup", "command", strings.Join(cmd.Args, " "), "err", err, "output", strings.TrimSpace(string(out)))
+	}
+}
+
+// Version returns the first line of the runtime's `--version`.
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	cmd := exec.CommandContext(ctx, r.Path, "--version")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", &RunError{Command: cmd.Args, Stderr: stderr.String(), Err: err}
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line, nil
+}
+
+// readReport reads r until a line that starts with prefix (returned without
+// the prefix) or EOF, keeping at most 64 KiB of the other output.
+func readReport(r io.Reader, prefix string) (report, other []byte) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 8<<20 {
+			line = line[:8<<20]
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (err == nil || len(rest) > 0) {
+			return bytes.TrimSpace(rest), other
+		}
+		if len(other) < 64<<10 {
+			other = append(other, line...)
+		}
+		if err != nil {
+			return nil, other
+		}
+	}
+}
+
+// capped keeps the first 64 KiB written to it.
+type capped struct{ bytes.Buffer }
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := 64<<10 - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// oneLine is the last 400 bytes of s on one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 400 {
+		s = "…" + s[len(s)-400:]
+	}
+	if s == "" {
+		return "(none)"
+	}
+	return strings.ReplaceAll(s, "\n", " | ")
+}
+
+// executable reports whether p is an executable regular file.
+func executable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// absExecutable returns p made absolute.
+func absExecutable(p string) (string, error) {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if !executable(a) {
+		return "", fmt.Errorf("%s is not an executable file", a)
+	}
+	return a, nil
+}
