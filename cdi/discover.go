@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -157,6 +158,9 @@ func Discover(host *hostfs.Root, opts DiscoverOptions) (*Graphics, error) {
 	d.icd(opts.DriverRoot, opts.Arch, paths.ICD)
 	d.manifests(RoleLayer, KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)
 	d.manifests(RoleEGLVendor, KindEGLVendor, path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d/*nvidia*.json"), func(string) string { return paths.EGLVendor }, true)
+	if !slices.ContainsFunc(d.g.Files, func(f GraphicsFile) bool { return f.Role == RoleEGLVendor }) {
+		d.g.Findings = append(d.g.Findings, warnf(CodeMissingEGLVendor, "no NVIDIA EGL vendor manifest under %s: EGL will not find the driver in containers", path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d")))
+	}
 	d.manifests(RoleEGLPlatform, KindEGLPlatform, path.Join(opts.DriverRoot, "share/egl/egl_external_platform.d/*nvidia*.json"), func(name string) string { return path.Join(paths.EGLExternalPlatformDir, name) }, false)
 	if gbm := path.Join(libDir, "gbm/nvidia-drm_gbm.so"); d.present(gbm) {
 		d.add(GraphicsFile{Role: RoleGBM, HostPath: gbm, ContainerPath: path.Join(paths.LibDir, "gbm/nvidia-drm_gbm.so")})
@@ -194,8 +198,12 @@ func (d *discoverer) present(hostPath string) bool {
 		return true
 	}
 	if st, err := d.host.Lstat(hostPath); err == nil && st.Mode()&fs.ModeSymlink != 0 {
-		target, _ := d.host.Resolve(hostPath)
-		d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a dangling link (to %s): the driver package it points into is gone", hostPath, target))
+		target, err := d.host.Resolve(hostPath)
+		if err != nil {
+			d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a link that does not resolve: %v", hostPath, err))
+		} else {
+			d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a dangling link (to %s): the driver package it points into is gone", hostPath, target))
+		}
 	}
 	return false
 }
@@ -212,12 +220,12 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 			continue
 		}
 		if !d.present(p) {
-			continue
+			return // reported as dangling
 		}
 		if info := d.readManifest(KindICD, p); info != nil {
 			d.add(GraphicsFile{Role: RoleICD, HostPath: p, ContainerPath: containerPath, Manifest: info})
-			return
 		}
+		return // a bad manifest is reported as such, not as missing
 	}
 	d.g.Findings = append(d.g.Findings, errorf(CodeNoICDOnHost, "no Vulkan ICD manifest for %s under %s (looked for %s)", machine(arch), dir, strings.Join(want, ", ")))
 }

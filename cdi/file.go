@@ -23,6 +23,9 @@ type FileOptions struct {
 	// Spec is the host path of the spec (DefaultSpecPath).
 	Spec     string
 	Discover DiscoverOptions
+	// Expect are the devices the patched spec must serve (from the
+	// inventory); PatchFile writes nothing when one is missing.
+	Expect []ExpectedDevice
 }
 
 // PatchResult is what PatchFile did.
@@ -51,6 +54,13 @@ type CheckResult struct {
 // parse, fault.ErrMalformed naming the file and the CDI library's complaint.
 func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	data, err := host.ReadFile(specPath)
+	if errors.Is(err, hostfs.ErrNotRegular) {
+		return nil, nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
+	}
+	if st, lerr := host.Lstat(specPath); errors.Is(err, fs.ErrNotExist) && lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+		target, _ := host.Resolve(specPath)
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s", specPath, target))
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it does not exist: has nvidia-container-toolkit-cdi-generator.service (nvidia-ctk cdi generate) run?", specPath))
 	}
@@ -89,9 +99,15 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 		return nil, err
 	}
 	changes, findings := Patch(spec, g, host)
-	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: append(findings, g.Findings...).sorted(), Graphics: g}
+	// Whatever `cdi check` would call an error in the result blocks the
+	// write: host paths that do not exist, duplicate container paths, and
+	// devices the consumer will ask for.
+	findings = append(findings, g.Findings...)
+	findings = append(findings, Lint(spec, host)...)
+	findings = append(findings, CheckDevices(spec, opts.Expect)...)
+	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
 	if len(changes) == 0 {
-		return res, nil
+		return res, nil // nothing to write, whatever the findings say
 	}
 	format := FormatOf(opts.Spec)
 	data, err := Encode(spec, format)

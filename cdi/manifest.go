@@ -71,6 +71,10 @@ var ErrBadManifest = errors.New("not a valid manifest")
 func ParseManifest(kind ManifestKind, data []byte) (*ManifestInfo, error) {
 	var m manifestFile
 	if err := json.Unmarshal(data, &m); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%w: %s is a JSON %s, want %s", ErrBadManifest, orTop(te.Field), te.Value, jsonKind(te.Type.Kind().String()))
+		}
 		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
 	}
 	if m.FileFormatVersion == nil || *m.FileFormatVersion == "" {
@@ -108,4 +112,22 @@ func ParseManifest(kind ManifestKind, data []byte) (*ManifestInfo, error) {
 		return nil, fmt.Errorf("%w: unknown kind %q", ErrBadManifest, kind)
 	}
 	return info, nil
+}
+
+func orTop(field string) string {
+	if field == "" {
+		return "the document"
+	}
+	return field
+}
+
+// jsonKind names a Go kind as JSON would: a struct is an object.
+func jsonKind(k string) string {
+	switch k {
+	case "struct", "ptr", "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "a " + k
 }

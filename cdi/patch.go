@@ -326,6 +326,12 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
 		return
 	}
+	if !a.sharedObject(lib) {
+		// A manifest decides what nodeprep mounts into every GPU container:
+		// only a shared library may be mounted on its word.
+		a.findings = append(a.findings, errorf(CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
+		return
+	}
 	if !apply {
 		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
 		return
@@ -354,19 +360,34 @@ func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
 	}
 	var hostLib string
 	for _, dir := range a.g.LibDirs {
-		if p := path.Join(dir, soname); a.host.Exists(p) {
+		if p := path.Join(dir, soname); a.host.Exists(p) && a.sharedObject(p) {
 			hostLib = p
 			break
 		}
 	}
 	switch {
 	case hostLib == "":
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and %s do not hold", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
+		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and none of %s holds as a shared library", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
 	case !apply || a.libDir() == "":
 		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
 	default:
 		a.addMount("library", hostLib, path.Join(a.libDir(), soname))
 	}
+}
+
+// sharedObject reports whether the file at hostPath is an ELF shared
+// object (ET_DYN), as every library a loader manifest names must be.
+func (a *analyzer) sharedObject(hostPath string) bool {
+	p, err := a.host.Path(hostPath)
+	if err != nil {
+		return false
+	}
+	ef, err := elf.Open(p)
+	if err != nil {
+		return false
+	}
+	defer ef.Close()
+	return ef.Type == elf.ET_DYN
 }
 
 // soname returns the DT_SONAME of the ELF file at hostPath, or "" for a

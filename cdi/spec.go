@@ -3,7 +3,9 @@ package cdi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +21,15 @@ import (
 // whose cdiVersion is too low for its fields still parses, so that Patch can
 // raise it (F7). Validate checks the rest.
 func ParseSpec(data []byte) (*specs.Spec, error) {
+	// The CDI library decodes only the first YAML document; a file with
+	// more would lose the rest when written back.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second any
+	if err := dec.Decode(&first); err == nil {
+		if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("more than one YAML document: a CDI spec file holds one spec")
+		}
+	}
 	spec, err := cdilib.ParseSpec(data)
 	if err != nil {
 		return nil, err

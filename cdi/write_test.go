@@ -125,6 +125,8 @@ func TestPatchFileErrors(t *testing.T) {
 	t.Run("foreign-and-owned-mounts", func(t *testing.T) {
 		t.Parallel()
 		root := hostTree(t, "nixos-h200")
+		os.MkdirAll(mustPath(t, root, "/etc"), 0o755)
+		os.WriteFile(mustPath(t, root, "/etc/my-icd.json"), []byte("{}"), 0o644)
 		_, spec := loadSpec(t, root)
 		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts,
 			&specs.Mount{HostPath: "/etc/my-icd.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json", Options: cdi.MountOptions},
@@ -145,4 +147,83 @@ func TestPatchFileErrors(t *testing.T) {
 			t.Errorf("owned mount not replaced: %+v", m)
 		}
 	})
+}
+
+// A result `cdi check` would refuse is never written: a mount whose host
+// file is missing, two mounts at one container path, a device the
+// consumer will ask for that is absent.
+func TestPatchFileRefusesWhatCheckRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		edit   func(*specs.Spec)
+		expect []cdi.ExpectedDevice
+		code   string
+	}{
+		{name: "missing-host-path", edit: func(s *specs.Spec) {
+			s.ContainerEdits.Mounts = append(s.ContainerEdits.Mounts, &specs.Mount{HostPath: "/opt/other.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json"})
+		}, code: cdi.CodeMissingHostPath},
+		{name: "duplicate", edit: func(s *specs.Spec) {
+			m := *s.ContainerEdits.Mounts[0]
+			s.ContainerEdits.Mounts = append(s.ContainerEdits.Mounts, &m)
+		}, code: cdi.CodeDuplicateMount},
+		{name: "expected-device", edit: func(*specs.Spec) {}, expect: []cdi.ExpectedDevice{{Name: "GPU-00000000-0000-0000-0000-00000000dead"}}, code: cdi.CodeMissingDevice},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := hostTree(t, "nixos-h200")
+			_, spec := loadSpec(t, root)
+			tt.edit(spec)
+			writeSpec(t, root, spec)
+			before := readFile(t, root, specPath)
+			opts := nixosOptions("amd64")
+			opts.Expect = tt.expect
+			res, err := cdi.PatchFile(root, opts, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Written || !hasFinding(res.Findings, tt.code, "") {
+				t.Errorf("written=%v findings=%v, want %s and no write", res.Written, codes(res.Findings), tt.code)
+			}
+			if !bytes.Equal(before, readFile(t, root, specPath)) {
+				t.Error("spec changed")
+			}
+		})
+	}
+}
+
+// A manifest decides what is mounted into every GPU container: a
+// library_path naming a file that is not a shared library is refused.
+func TestManifestCannotMountArbitraryFiles(t *testing.T) {
+	t.Parallel()
+	root := hostTree(t, "nixos-h200")
+	os.MkdirAll(mustPath(t, root, "/etc"), 0o755)
+	os.WriteFile(mustPath(t, root, "/etc/shadow"), []byte("root:x"), 0o600)
+	icd := mustPath(t, root, nvStore+"/share/vulkan/icd.d/nvidia_icd.x86_64.json")
+	os.WriteFile(icd, []byte(`{"file_format_version":"1.0.1","ICD":{"library_path":"/etc/shadow","api_version":"1.3.0"}}`), 0o644)
+	res, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Written || !hasFinding(res.Findings, cdi.CodeBadManifest, "/etc/shadow") {
+		t.Fatalf("written=%v findings=%v", res.Written, res.Findings)
+	}
+	_, spec := loadSpec(t, root)
+	if mountAt(spec, "/etc/shadow") != nil {
+		t.Error("/etc/shadow mounted")
+	}
+}
+
+func TestMultiDocumentSpecRefused(t *testing.T) {
+	t.Parallel()
+	root := hostTree(t, "nixos-h200")
+	p := mustPath(t, root, "/run/cdi/multi.yaml")
+	doc := "cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits:\n    env: [A=1]\n"
+	os.WriteFile(p, []byte(doc+"---\n"+strings.Replace(doc, "a.com/b", "c.com/d", 1)), 0o644)
+	opts := nixosOptions("amd64")
+	opts.Spec = "/var/run/cdi/multi.yaml"
+	if _, err := cdi.PatchFile(root, opts, false); !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "more than one YAML document") {
+		t.Fatalf("err = %v", err)
+	}
 }

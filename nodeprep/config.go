@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -12,6 +14,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
 
 // DefaultConfigPath is the host path of the config file read when --config
@@ -160,10 +163,57 @@ func ParseConfig(name string, data []byte, base Config) (Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return base, fault.Malformed(fmt.Errorf("reading config %q: more than one YAML document", name))
 	}
-	switch cfg.Up.OnSelftestFailure {
-	case "block", "taint":
-	default:
-		return base, fault.Malformed(fmt.Errorf("reading config %q: up.onSelftestFailure is %q, want block or taint", name, cfg.Up.OnSelftestFailure))
+	if err := cfg.Validate(); err != nil {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
 	}
 	return cfg, nil
+}
+
+// Validate checks the values the YAML types cannot: host paths absolute,
+// durations not negative, the policy, the device-name strategies, the
+// drop-in's name. It returns one error naming every bad key (errors.Join).
+func (c Config) Validate() error {
+	var errs []error
+	abs := func(key, p string, optional bool) {
+		if p == "" && optional {
+			return
+		}
+		if !path.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("%s is %q, want an absolute path", key, p))
+		}
+	}
+	abs("cdi.spec", c.CDI.Spec, false)
+	abs("cdi.driverRoot", c.CDI.DriverRoot, false)
+	for _, d := range c.CDI.GlvndDirs {
+		abs("cdi.glvndDirs", d, false)
+	}
+	cp := c.CDI.ContainerPaths
+	for key, p := range map[string]string{
+		"cdi.containerPaths.icd": cp.ICD, "cdi.containerPaths.implicitLayer": cp.ImplicitLayer,
+		"cdi.containerPaths.eglVendor": cp.EGLVendor, "cdi.containerPaths.eglExternalPlatformDir": cp.EGLExternalPlatformDir,
+		"cdi.containerPaths.libDir": cp.LibDir,
+	} {
+		abs(key, p, false)
+	}
+	for _, s := range c.CDI.DeviceNames {
+		if s != DeviceNameUUID && s != DeviceNameIndex {
+			errs = append(errs, fmt.Errorf("cdi.deviceNames has %q, want %q or %q", s, DeviceNameUUID, DeviceNameIndex))
+		}
+	}
+	abs("join.k3sConfig", c.Join.K3sConfig, false)
+	if d := c.Join.DropIn; strings.Contains(d, "/") || !k3s.IsDropInName(d) {
+		errs = append(errs, fmt.Errorf("join.dropIn is %q, want a plain file name ending in .yaml or .yml (k3s reads no other)", d))
+	}
+	abs("up.statusFile", c.Up.StatusFile, false)
+	abs("up.metricsFile", c.Up.MetricsFile, true)
+	if c.Up.OnSelftestFailure != PolicyBlock && c.Up.OnSelftestFailure != PolicyTaint {
+		errs = append(errs, fmt.Errorf("up.onSelftestFailure is %q, want block or taint", c.Up.OnSelftestFailure))
+	}
+	if c.Selftest.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))
+	}
+	if c.Wait < 0 {
+		errs = append(errs, fmt.Errorf("wait is %s, want 0 or more", c.Wait))
+	}
+	return errors.Join(errs...)
 }

@@ -37,6 +37,14 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad policy", yaml: "up:\n  onSelftestFailure: ignore\n", err: "want block or taint"},
 		{name: "two documents", yaml: "wait: 1s\n---\nwait: 2s\n", err: "more than one YAML document"},
 		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: "cannot unmarshal"},
+		{name: "empty spec path", yaml: "cdi:\n  spec: \"\"\n", err: "cdi.spec is \"\", want an absolute path"},
+		{name: "relative container path", yaml: "cdi:\n  containerPaths:\n    libDir: lib\n", err: "cdi.containerPaths.libDir"},
+		{name: "bad strategy", yaml: "cdi:\n  deviceNames: [foo]\n", err: "cdi.deviceNames has \"foo\""},
+		{name: "drop-in in a subdirectory", yaml: "join:\n  dropIn: sub/x.yaml\n", err: "plain file name"},
+		{name: "drop-in k3s ignores", yaml: "join:\n  dropIn: foo.txt\n", err: "join.dropIn"},
+		{name: "relative metrics", yaml: "up:\n  metricsFile: x.prom\n", err: "up.metricsFile"},
+		{name: "negative timeout", yaml: "selftest:\n  timeout: -5s\n", err: "selftest.timeout"},
+		{name: "negative wait", yaml: "wait: -1s\n", err: "wait is -1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -184,6 +185,9 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		Version: opts.Version, StartedAt: opts.Now().UTC(), StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile,
 		FilesChanged: []string{},
 	}}
+	if err := u.preflight(); err != nil {
+		return nil, err
+	}
 	u.notify("STATUS=inspecting GPUs")
 	steps := []step{
 		{StageInventory, (*upRun).inventory},
@@ -238,6 +242,39 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	return r, err
 }
 
+// preflight checks, before any stage writes, that the status and metrics
+// files can be written: absolute paths, not directories, a directory to
+// hold them (the status file's is created, and so is the metrics file's
+// when it is the same; otherwise it is node_exporter's and must exist). Errors are marked fault.ErrCantWrite or
+// fault.ErrUsage and nothing has been written.
+func (u *upRun) preflight() error {
+	check := func(what, p string, mkdir bool) error {
+		if p == "" {
+			return nil
+		}
+		if !path.IsAbs(p) {
+			return fault.Usage(fmt.Errorf("%s %q: want an absolute host path", what, p))
+		}
+		if st, err := u.host.Stat(p); err == nil && !st.Mode().IsRegular() {
+			return fault.CantWrite(fmt.Errorf("%s %q is not a regular file (%s)", what, p, st.Mode().Type()))
+		}
+		dir := path.Dir(p)
+		st, err := u.host.Stat(dir)
+		switch {
+		case err == nil && !st.IsDir():
+			return fault.CantWrite(fmt.Errorf("%s %q: %s is not a directory", what, p, dir))
+		case err != nil && !mkdir:
+			return fault.CantWrite(fmt.Errorf("%s %q: its directory: %w", what, p, err))
+		}
+		return nil
+	}
+	if err := check("status file", u.opts.StatusFile, true); err != nil {
+		return err
+	}
+	sameDir := u.opts.StatusFile != "" && path.Dir(u.opts.MetricsFile) == path.Dir(u.opts.StatusFile)
+	return check("metrics file", u.opts.MetricsFile, sameDir)
+}
+
 func firstReason(r *Report) string {
 	for _, s := range r.Stages {
 		if s.Status == StatusFailed && len(s.Reasons) > 0 {
@@ -288,7 +325,13 @@ func (u *upRun) inventory(_ context.Context, st *StageResult) error {
 }
 
 func (u *upRun) cdi(_ context.Context, st *StageResult) error {
-	res, err := cdi.PatchFile(u.host, u.opts.CDI, false)
+	expect, err := ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
+	if err != nil {
+		return err
+	}
+	opts := u.opts.CDI
+	opts.Expect = expect
+	res, err := cdi.PatchFile(u.host, opts, false)
 	if err != nil {
 		return err
 	}
@@ -296,18 +339,12 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
 	}
-	expect, err := ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
-	if err != nil {
-		return err
-	}
-	_, spec, err := cdi.Load(u.host, u.opts.CDI.Spec)
-	if err != nil {
-		return err
-	}
-	findings := append(res.Findings, cdi.CheckDevices(spec, expect)...)
-	for _, f := range findings {
+	var warnings []string
+	for _, f := range res.Findings {
 		if f.Severity == cdi.SeverityError {
 			st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
+		} else {
+			warnings = append(warnings, f.Code+": "+f.Message)
 		}
 	}
 	verb := "unchanged"
@@ -316,7 +353,12 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 	}
 	st.Summary = fmt.Sprintf("%s %s, %d graphics files, %d device names checked", res.Spec, verb, len(res.Graphics.Files), len(expect))
 	if len(st.Reasons) > 0 {
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %d problem(s)", res.Spec, len(st.Reasons)))
+		st.Reasons = append(st.Reasons, warnings...)
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %d problem(s), nothing written", res.Spec, len(st.Reasons)-len(warnings)))
+	}
+	if len(warnings) > 0 {
+		st.Status = StatusWarning
+		st.Reasons = warnings
 	}
 	return nil
 }
@@ -334,13 +376,13 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 			matched++
 		}
 	}
-	st.Summary = fmt.Sprintf("%d/%d GPUs matched a Vulkan adapter, %d Vulkan adapters, %d EGL devices", matched, len(u.inv.GPUs), len(rep.Vulkan.Adapters), len(rep.EGL.Devices))
+	st.Summary = fmt.Sprintf("%d/%d GPUs matched a Vulkan adapter; adapters found: %d Vulkan, %d EGL", matched, len(u.inv.GPUs), len(rep.Vulkan.Adapters), len(rep.EGL.Devices))
 	if rep.StandIn {
 		st.Summary += " (CPU stand-in for simulated GPUs)"
 	}
 	failure := rep.Err()
 	for _, r := range rep.Reasons {
-		st.Reasons = append(st.Reasons, fmt.Sprint(r))
+		st.Reasons = append(st.Reasons, r.String())
 	}
 	if u.opts.Container != nil {
 		u.notify("STATUS=running the self-test inside a container")
@@ -353,7 +395,7 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		if !crep.Passed {
 			verdict = "failed"
 			for _, r := range crep.Reasons {
-				st.Reasons = append(st.Reasons, "container: "+fmt.Sprint(r))
+				st.Reasons = append(st.Reasons, "container: "+r.String())
 			}
 			if failure == nil {
 				failure = crep.Err()
@@ -371,11 +413,10 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
 		return nil
 	}
-	err = fmt.Errorf("adapter self-test failed: %w", failure)
-	if errors.Is(err, selftest.ErrLibraryNotFound) || errors.Is(err, fault.ErrUnavailable) {
-		return fault.Unavailable(err) // DESIGN.md: a required library or the runtime is unavailable
+	if errors.Is(failure, selftest.ErrLibraryNotFound) || errors.Is(failure, fault.ErrUnavailable) {
+		return fault.Unavailable(failure) // DESIGN.md: a required library or the runtime is unavailable
 	}
-	return fault.CheckFailed(err)
+	return fault.CheckFailed(failure)
 }
 
 func (u *upRun) join(_ context.Context, st *StageResult) error {

@@ -160,3 +160,40 @@ func TestMetricsGolden(t *testing.T) {
 		t.Errorf("metrics differ from %s (-update rewrites it):\n%s", p, got)
 	}
 }
+
+// TestUpPreflight: unwritable outputs are found before any stage writes.
+func TestUpPreflight(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, h *hostfs.Root)
+		metrics string
+		kind    error
+	}{
+		{name: "status is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
+			p, _ := h.Path("/run/nodeprep/status.json")
+			os.MkdirAll(p, 0o755)
+		}, metrics: "/run/nodeprep/nodeprep.prom", kind: fault.ErrCantWrite},
+		{name: "metrics dir missing", metrics: "/var/lib/node_exporter/textfile/nodeprep.prom", kind: fault.ErrCantWrite},
+		{name: "metrics relative", metrics: "nodeprep.prom", kind: fault.ErrUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := upHost(t, "nixos-h200")
+			if tt.prepare != nil {
+				tt.prepare(t, host)
+			}
+			before, _ := host.ReadFile(cdi.DefaultSpecPath)
+			opts := upOptions(simulated("dgx-h200"), nil)
+			opts.MetricsFile = tt.metrics
+			_, err := Up(context.Background(), host, opts)
+			if !errors.Is(err, tt.kind) {
+				t.Fatalf("err = %v, want %v", err, tt.kind)
+			}
+			if after, _ := host.ReadFile(cdi.DefaultSpecPath); string(after) != string(before) {
+				t.Error("the spec was written before the outputs were checked")
+			}
+		})
+	}
+}

@@ -29,7 +29,9 @@ set -e
 echo
 echo "exit status: $rc"
 echo "files written under $root:"
-for f in var/run/cdi/nvidia-container-toolkit.json etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml \
+# run/cdi, not var/run/cdi: var/run is an absolute link, which only
+# nodeprep re-roots; the shell would follow it to this machine's /run.
+for f in run/cdi/nvidia-container-toolkit.json etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml \
          run/nodeprep/status.json run/nodeprep/nodeprep.prom; do
   [ -e "$root/$f" ] && printf '  %s  (%s bytes)\n' "$root/$f" "$(stat -L -c %s "$root/$f")"
 done

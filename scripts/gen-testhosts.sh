@@ -45,7 +45,8 @@ nixos() {
   elfstub "$h$NV/lib/libGLESv2_nvidia.so.$VER" libGLESv2_nvidia.so.2
   elfstub "$h$NV/lib/libnvidia-egl-wayland.so.1.1.13" libnvidia-egl-wayland.so.1
   elfstub "$h$NV/lib/libnvidia-egl-gbm.so.1.1.1" libnvidia-egl-gbm.so.1
-  for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-present libnvidia-allocator \
+  elfstub "$h$NV/lib/libnvidia-present.so.$VER" libnvidia-present.so.$VER
+  for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-allocator \
            libcuda libnvidia-ml libnvidia-ptxjitcompiler libnvidia-gpucomp; do stub "$h$NV/lib/$l.so.$VER"; done
   lnk libEGL_nvidia.so.$VER "$h$NV/lib/libEGL_nvidia.so.0"
   lnk libGLX_nvidia.so.$VER "$h$NV/lib/libGLX_nvidia.so.0"

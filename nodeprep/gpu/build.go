@@ -117,8 +117,11 @@ func (e *LibraryError) Error() string {
 	if detail == "" {
 		detail = e.Return.Error()
 	}
-	return fmt.Sprintf("initialising NVML: cannot load %s (%s): %s; on NixOS the driver's NVML is %s",
-		e.Library, e.Searched, detail, NixOSLibrary)
+	msg := fmt.Sprintf("initialising NVML: cannot load %s (%s): %s", e.Library, e.Searched, detail)
+	if e.Library != NixOSLibrary {
+		msg += "; on NixOS the driver's NVML is " + NixOSLibrary
+	}
+	return msg
 }
 
 // Unwrap returns ErrLibraryNotFound and the nvml.Return.

@@ -12,12 +12,14 @@ package hostfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/google/renameio/v2"
@@ -34,6 +36,11 @@ type Root struct {
 // New returns the Root for dir, which must be an existing directory. A
 // relative dir is made absolute. The error is marked fault.ErrUsage.
 func New(dir string) (*Root, error) {
+	if dir == "" {
+		// filepath.Abs("") is the working directory: from "/" an empty
+		// $ROOT would quietly mean the real host.
+		return nil, fault.Usage(errors.New("host root is empty"))
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fault.Usage(fmt.Errorf("host root %q: %w", dir, err))
@@ -115,13 +122,38 @@ func (r *Root) Exists(hostPath string) bool {
 	return err == nil
 }
 
-// ReadFile reads the file hostPath names, following symlinks inside the root.
+// ErrNotRegular is returned (wrapped) by ReadFile for a directory, FIFO,
+// device or socket.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ReadFile reads the regular file hostPath names, following symlinks inside
+// the root. Anything else (a directory, a FIFO, a device) gives an error
+// wrapping ErrNotRegular; a FIFO is opened without blocking, so a FIFO in
+// place of a spec or config cannot hang a boot.
 func (r *Root) ReadFile(hostPath string) ([]byte, error) {
 	p, err := r.Path(hostPath)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	return ReadRegularFile(p)
+}
+
+// ReadRegularFile reads the regular file at path on this machine (not under
+// a root), with ReadFile's refusal of anything else.
+func ReadRegularFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
+	}
+	return io.ReadAll(f)
 }
 
 // ReadDir lists the directory hostPath names, sorted by name.
@@ -198,19 +230,36 @@ func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error 
 	if mode == 0 {
 		mode = 0o644
 	}
+	owner := -1
+	var group int
 	if st, err := os.Lstat(target); err == nil {
-		if st.Mode()&fs.ModeSymlink != 0 {
+		switch {
+		case st.Mode()&fs.ModeSymlink != 0:
 			return fault.CantWrite(fmt.Errorf("writing %q: refusing to write through a symlink", hostPath))
+		case !st.Mode().IsRegular():
+			return fault.CantWrite(fmt.Errorf("writing %q: it is not a regular file (%s)", hostPath, st.Mode().Type()))
 		}
 		if !opts.ForceMode {
 			mode = st.Mode().Perm()
 		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			owner, group = int(sys.Uid), int(sys.Gid)
+		}
 	}
-	pf, err := renameio.NewPendingFile(target, renameio.WithStaticPermissions(mode))
+	// WithTempDir: the temporary file goes in the target's own directory
+	// (renameio otherwise tries the system temp dir first, outside the root).
+	pf, err := renameio.NewPendingFile(target, renameio.WithTempDir(dir), renameio.WithStaticPermissions(mode))
 	if err != nil {
 		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
 	}
 	defer pf.Cleanup() //nolint:errcheck // a no-op after a successful replace
+	if owner >= 0 {
+		// The replacement keeps the old file's owner; only root can give a
+		// file away, and then a failure is an error.
+		if err := pf.Chown(owner, group); err != nil && os.Geteuid() == 0 {
+			return fault.CantWrite(fmt.Errorf("writing %q: keeping its owner: %w", hostPath, err))
+		}
+	}
 	if _, err := pf.Write(data); err != nil {
 		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,5 +156,55 @@ func TestNew(t *testing.T) {
 		if _, err := hostfs.New(dir); !errors.Is(err, fault.ErrUsage) {
 			t.Errorf("New(%s) = %v, want a usage error", dir, err)
 		}
+	}
+}
+
+func TestReadFileRegularOnly(t *testing.T) {
+	t.Parallel()
+	root, dir := tree(t)
+	if err := syscall.Mkfifo(filepath.Join(dir, "run/fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := root.ReadFile("/run/fifo"); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, hostfs.ErrNotRegular) {
+			t.Errorf("FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
+	}
+	if _, err := root.ReadFile("/run"); !errors.Is(err, hostfs.ErrNotRegular) {
+		t.Errorf("directory: %v", err)
+	}
+	if data, err := root.ReadFile("/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json"); err != nil || string(data) != "{}" {
+		t.Errorf("regular file through a link: %q, %v", data, err)
+	}
+}
+
+func TestWriteFileKeepsOwnerAndRefusesDirectories(t *testing.T) {
+	t.Parallel()
+	root, dir := tree(t)
+	p := filepath.Join(dir, "run/owned.json")
+	os.WriteFile(p, []byte("old"), 0o640)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(p, 1234, 5678); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := root.WriteFile("/run/owned.json", []byte("new"), hostfs.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(p)
+	if sys := st.Sys().(*syscall.Stat_t); os.Geteuid() == 0 && (sys.Uid != 1234 || sys.Gid != 5678) {
+		t.Errorf("owner %d:%d, want 1234:5678", sys.Uid, sys.Gid)
+	}
+	os.MkdirAll(filepath.Join(dir, "run/adir"), 0o755)
+	if err := root.WriteFile("/run/adir", []byte("x"), hostfs.WriteOptions{}); !errors.Is(err, fault.ErrCantWrite) {
+		t.Errorf("writing over a directory: %v", err)
+	}
+	if _, err := hostfs.New(""); !errors.Is(err, fault.ErrUsage) {
+		t.Errorf("empty root: %v", err)
 	}
 }

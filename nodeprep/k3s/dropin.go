@@ -142,7 +142,7 @@ func Render(labels []Label, taints []Taint) []byte {
 func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	if opts.DropIn != path.Base(opts.DropIn) || opts.DropIn == "." || opts.DropIn == ".." || !IsDropInName(opts.DropIn) {
-		return nil, fault.Malformed(fmt.Errorf("drop-in name %q: want a file name ending in .yaml or .yml (k3s reads only those)", opts.DropIn))
+		return nil, fault.Malformed(fmt.Errorf("drop-in name %q: want a plain file name (no /) ending in .yaml or .yml (k3s reads only those)", opts.DropIn))
 	}
 	labels, taints, err := normalise(opts.Labels, opts.Taints)
 	if err != nil {
@@ -449,11 +449,12 @@ func conflicts(eff *Effective, ours string, labels []Label, taints []Taint, warn
 			continue
 		}
 		if (c.Key == KeyNodeLabel && len(labels) > 0) || (c.Key == KeyNodeTaint && len(taints) > 0) {
-			what := "a plain " + c.Key + " key"
+			what, fix := "a plain "+c.Key+" key", "use "+c.Key+"+ to append"
 			if c.Source == ArgsSource {
 				what = "--" + c.Key + " (k3s command-line arguments replace the whole list)"
+				fix = "move these to nodeprep's --label/--taint (or a config.yaml.d file with " + c.Key + "+), or pass --allow-override"
 			}
-			errs = append(errs, fmt.Errorf("%s: %s replaces the %s list, removing what nodeprep adds in %s; use %s+ to append", c.Source, what, c.Key, ours, c.Key))
+			errs = append(errs, fmt.Errorf("%s: %s replaces the %s list, removing what nodeprep adds in %s; %s", c.Source, what, c.Key, ours, fix))
 		}
 	}
 	order := map[string]int{ArgsSource: len(eff.Files)}

@@ -331,3 +331,6 @@ type Reason struct {
 	Kind    ReasonKind `json:"kind" yaml:"kind"`
 	Message string     `json:"message" yaml:"message"`
 }
+
+// String is "kind: message".
+func (r Reason) String() string { return string(r.Kind) + ": " + r.Message }

@@ -20,7 +20,7 @@ func lock(ctx context.Context, g *globals, cmd *cobra.Command, wait string) (fun
 	if cmd.Flags().Changed("wait") {
 		var err error
 		if d, err = time.ParseDuration(wait); err != nil || d < 0 {
-			return nil, fault.Usage(fmt.Errorf("--wait %q: want a duration such as 30s", wait))
+			return nil, fault.Usage(fmt.Errorf("--wait %q: want a duration of 0 or more, such as 30s", wait))
 		}
 	}
 	return g.host.Lock(ctx, d)

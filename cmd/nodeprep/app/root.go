@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -82,6 +81,9 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	default:
 		return fault.Usage(fmt.Errorf("--output %q: want text, json or yaml", g.output))
 	}
+	if err := checkFlags(cmd.Flags()); err != nil {
+		return err
+	}
 	if cmd.Name() == "version" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
@@ -102,9 +104,12 @@ func (g *globals) setup(cmd *cobra.Command) error {
 			return nil
 		}
 	} else {
-		data, err = os.ReadFile(name)
+		data, err = hostfs.ReadRegularFile(name)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, hostfs.ErrNotRegular):
+		return fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
+	case err != nil:
 		return fault.Unavailable(fmt.Errorf("reading config %q: %w", name, err))
 	}
 	g.cfg, err = nodeprep.ParseConfig(name, data, g.cfg)

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// pathFlags are the flags that name host paths: they must be absolute.
+var pathFlags = []string{"spec", "driver-root", "glvnd-dir", "k3s-config", "status-file", "metrics-file"}
+
+// checkFlags validates the values the flag types cannot, for the flags given
+// on the command line: the same rules nodeprep.Config.Validate applies to
+// the config file, but a bad flag is a usage error (exit 2), checked before
+// anything is read or written.
+func checkFlags(fs *pflag.FlagSet) error {
+	var errs []error
+	for _, name := range pathFlags {
+		f := fs.Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		values := []string{f.Value.String()}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			values = sv.GetSlice()
+		}
+		for _, v := range values {
+			if !path.IsAbs(v) {
+				errs = append(errs, fmt.Errorf("--%s %q: want an absolute host path", name, v))
+			}
+		}
+	}
+	if f := fs.Lookup("device-names"); f != nil && f.Changed {
+		for _, s := range f.Value.(pflag.SliceValue).GetSlice() {
+			if s != nodeprep.DeviceNameUUID && s != nodeprep.DeviceNameIndex {
+				errs = append(errs, fmt.Errorf("--device-names %q: want %s and/or %s", s, nodeprep.DeviceNameUUID, nodeprep.DeviceNameIndex))
+			}
+		}
+	}
+	if f := fs.Lookup("drop-in"); f != nil && f.Changed {
+		if d := f.Value.String(); strings.Contains(d, "/") || !k3s.IsDropInName(d) {
+			errs = append(errs, fmt.Errorf("--drop-in %q: want a plain file name (no /) ending in .yaml or .yml, as k3s reads", d))
+		}
+	}
+	return fault.Usage(errors.Join(errs...))
+}
