@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
@@ -47,6 +48,15 @@ type CheckResult struct {
 	Spec     string    `json:"spec" yaml:"spec"`
 	Findings Findings  `json:"findings" yaml:"findings"`
 	Graphics *Graphics `json:"graphics" yaml:"graphics"`
+}
+
+// nameFindings warns about a spec file name the CDI library's directory
+// scan skips (pkg/cdi spec-dirs.go: only ".json" and ".yaml").
+func nameFindings(specPath string) Findings {
+	if ext := path.Ext(specPath); ext != ".json" && ext != ".yaml" {
+		return Findings{warnf(CodeSpecName, "%s ends in %q: container runtimes load only *.json and *.yaml from a CDI spec directory", specPath, ext)}
+	}
+	return nil
 }
 
 // Load reads and parses the spec at a host path. A missing file is an error
@@ -105,6 +115,7 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	findings = append(findings, g.Findings...)
 	findings = append(findings, Lint(spec, host)...)
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
+	findings = append(findings, nameFindings(opts.Spec)...)
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
 	if len(changes) == 0 {
 		return res, nil // nothing to write, whatever the findings say
@@ -155,7 +166,7 @@ func CheckFile(host *hostfs.Root, opts FileOptions, expect []ExpectedDevice) (*C
 	if err != nil {
 		return nil, err
 	}
-	findings := Check(spec, g, host, expect)
+	findings := append(Check(spec, g, host, expect), nameFindings(opts.Spec)...)
 	if p, err := host.Path(opts.Spec); err == nil {
 		if err := ValidateFile(p); err != nil {
 			findings = append(findings, errorf(CodeInvalidSpec, "the CDI library refuses %s: %v", opts.Spec, err)).sorted()

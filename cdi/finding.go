@@ -36,6 +36,7 @@ const (
 	CodeMissingDevice      = "missing-device"      // a device name the consumer asks for is absent (F6)
 	CodeMissingDeviceNode  = "missing-device-node" // a GPU's /dev/nvidia<minor> is not in its device's edits
 	CodeNoLdcacheHook      = "no-ldcache-hook"     // no update-ldcache hook: bare sonames rely on the image's cache
+	CodeSpecName           = "spec-name"           // a spec file runtimes will not load (not *.json or *.yaml)
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:

@@ -76,6 +76,13 @@ func Evaluate(inv *gpu.Inventory, vk ProbeResult[VulkanReport], egl ProbeResult[
 	if egl.Report != nil {
 		r.EGL = *egl.Report
 	}
+	// Empty lists, not null, when a probe printed no report (a timeout).
+	if r.Vulkan.Adapters == nil {
+		r.Vulkan.Adapters = []Adapter{}
+	}
+	if r.EGL.Devices == nil {
+		r.EGL.Devices = []EGLDevice{}
+	}
 	for _, g := range gpus {
 		r.Matches = append(r.Matches, Match{GPU: g.Index, UUID: g.UUID, Name: g.Name})
 	}

@@ -155,6 +155,13 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	}()
 	wg.Wait()
 	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
+	// A child that printed no report still had a library to open.
+	if r.Vulkan.Loader == "" {
+		r.Vulkan.Loader = o.loader
+	}
+	if r.EGL.Library == "" {
+		r.EGL.Library = o.eglLib
+	}
 	r.DurationMS = ms(time.Since(start))
 	return r, nil
 }
