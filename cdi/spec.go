@@ -23,12 +23,8 @@ import (
 func ParseSpec(data []byte) (*specs.Spec, error) {
 	// The CDI library decodes only the first YAML document; a file with
 	// more would lose the rest when written back.
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var first, second any
-	if err := dec.Decode(&first); err == nil {
-		if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("more than one YAML document: a CDI spec file holds one spec")
-		}
+	if moreThanOneDocument(data) {
+		return nil, fmt.Errorf("more than one YAML document: a CDI spec file holds one spec")
 	}
 	spec, err := cdilib.ParseSpec(data)
 	if err != nil {
@@ -38,6 +34,27 @@ func ParseSpec(data []byte) (*specs.Spec, error) {
 		return nil, fmt.Errorf("no CDI spec data")
 	}
 	return spec, nil
+}
+
+// moreThanOneDocument reports whether data holds a second document after
+// the first. JSON (what nvidia-ctk writes) is checked with encoding/json,
+// which is cheap; anything else is decoded as YAML twice over.
+func moreThanOneDocument(data []byte) bool {
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		var first json.RawMessage
+		if err := dec.Decode(&first); err == nil {
+			_, err := dec.Token()
+			return !errors.Is(err, io.EOF)
+		}
+		// Not valid JSON: let the YAML check and the library decide.
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var first, second any
+	if err := dec.Decode(&first); err != nil {
+		return false
+	}
+	return !errors.Is(dec.Decode(&second), io.EOF)
 }
 
 // Format is a spec file's encoding.

@@ -227,3 +227,22 @@ func TestMultiDocumentSpecRefused(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestMoreThanOneDocument(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		data string
+		bad  bool
+	}{
+		{`{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"env":["A=1"]}}]}`, false},
+		{`{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"env":["A=1"]}}]} {"a":1}`, true},
+		{"{\"cdiVersion\":\"0.5.0\",\"kind\":\"a.com/b\",\"devices\":[{\"name\":\"x\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}\n---\nkind: x\n", true},
+		{"cdiVersion: 0.5.0\nkind: a.com/b\ndevices:\n- name: x\n  containerEdits: {env: [A=1]}\n", false},
+		{"cdiVersion: 0.5.0\n---\ncdiVersion: 0.6.0\n", true},
+	} {
+		_, err := cdi.ParseSpec([]byte(tt.data))
+		if got := err != nil && strings.Contains(err.Error(), "more than one"); got != tt.bad {
+			t.Errorf("%q: err = %v, want multi-document %v", tt.data, err, tt.bad)
+		}
+	}
+}
