@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -37,32 +40,24 @@ func (u *upRun) writeOutputs() error {
 }
 
 // Metrics renders the report in the Prometheus text format for
-// node_exporter's textfile collector, with prometheus's own client and
-// encoder:
+// node_exporter's textfile collector, encoded by prometheus's own text
+// format library (prometheus/common expfmt; client_golang's registry is
+// not used: its init reads /proc in every nodeprep process, probes
+// included):
 //
-//	nodeprep_ready                               1 ready, 0 not (tainted counts as ready)
-//	nodeprep_tainted                             1 when joined with the unhealthy taint
 //	nodeprep_gpus                                GPUs in the inventory
 //	nodeprep_gpus_healthy                        healthy GPUs
+//	nodeprep_last_run_timestamp_seconds          when the run ended (Unix time)
+//	nodeprep_ready                               1 ready, 0 not (tainted counts as ready)
 //	nodeprep_selftest_adapters_matched           GPUs matched to a working Vulkan adapter
 //	nodeprep_stage_duration_seconds{stage}       each stage's wall time
 //	nodeprep_stage_ok{stage}                     1 ok or warning, 0 failed or skipped
-//	nodeprep_last_run_timestamp_seconds          when the run ended (Unix time)
+//	nodeprep_tainted                             1 when joined with the unhealthy taint
 func Metrics(r *Report, now interface{ Unix() int64 }) ([]byte, error) {
-	reg := prometheus.NewRegistry()
-	gauge := func(name, help string, v float64) {
-		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-		g.Set(v)
-		reg.MustRegister(g)
-	}
-	gauge("nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", b2f(r.Ready))
-	gauge("nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", b2f(r.Tainted))
 	gpus, healthy := 0, 0
 	if r.Inventory != nil {
 		gpus, healthy = len(r.Inventory.GPUs), len(r.Inventory.Healthy())
 	}
-	gauge("nodeprep_gpus", "GPUs NVML reports.", float64(gpus))
-	gauge("nodeprep_gpus_healthy", "GPUs NVML reports healthy.", float64(healthy))
 	matched := 0
 	if r.Selftest != nil {
 		for _, m := range r.Selftest.Matches {
@@ -71,27 +66,46 @@ func Metrics(r *Report, now interface{ Unix() int64 }) ([]byte, error) {
 			}
 		}
 	}
-	gauge("nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", float64(matched))
-	dur := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nodeprep_stage_duration_seconds", Help: "Wall time of each stage of the last nodeprep up."}, []string{"stage"})
-	ok := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nodeprep_stage_ok", Help: "1 when the stage passed (ok or warning) in the last nodeprep up."}, []string{"stage"})
-	for _, s := range r.Stages {
-		dur.WithLabelValues(s.Name).Set(s.DurationMS / 1000)
-		ok.WithLabelValues(s.Name).Set(b2f(s.Status == StatusOK || s.Status == StatusWarning))
+	stages := slices.Clone(r.Stages)
+	slices.SortFunc(stages, func(a, b StageResult) int { return strings.Compare(a.Name, b.Name) })
+	var dur, ok []*dto.Metric
+	for _, s := range stages {
+		dur = append(dur, stageGauge(s.Name, s.DurationMS/1000))
+		ok = append(ok, stageGauge(s.Name, b2f(s.Status == StatusOK || s.Status == StatusWarning)))
 	}
-	reg.MustRegister(dur, ok)
-	gauge("nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", float64(now.Unix()))
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil, err
+	families := []*dto.MetricFamily{ // sorted by name
+		gaugeFamily("nodeprep_gpus", "GPUs NVML reports.", gauge(float64(gpus))),
+		gaugeFamily("nodeprep_gpus_healthy", "GPUs NVML reports healthy.", gauge(float64(healthy))),
+		gaugeFamily("nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", gauge(float64(now.Unix()))),
+		gaugeFamily("nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", gauge(b2f(r.Ready))),
+		gaugeFamily("nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", gauge(float64(matched))),
+		gaugeFamily("nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur...),
+		gaugeFamily("nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up.", ok...),
+		gaugeFamily("nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", gauge(b2f(r.Tainted))),
 	}
 	var buf bytes.Buffer
 	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
+	for _, mf := range families {
+		if len(mf.Metric) == 0 {
+			continue
+		}
 		if err := enc.Encode(mf); err != nil {
 			return nil, err
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+func gaugeFamily(name, help string, ms ...*dto.Metric) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum(), Metric: ms}
+}
+
+func gauge(v float64) *dto.Metric { return &dto.Metric{Gauge: &dto.Gauge{Value: proto.Float64(v)}} }
+
+func stageGauge(stage string, v float64) *dto.Metric {
+	m := gauge(v)
+	m.Label = []*dto.LabelPair{{Name: proto.String("stage"), Value: proto.String(stage)}}
+	return m
 }
 
 func b2f(b bool) float64 {
