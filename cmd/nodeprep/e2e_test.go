@@ -2,12 +2,14 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -119,10 +121,35 @@ func effective(t *testing.T, root string) *k3s.Effective {
 
 const dropIn = "etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml"
 
+// notifySocket listens where systemd would (NOTIFY_SOCKET) and returns the
+// socket's path and a function that returns the messages received.
+func notifySocket(t *testing.T) (string, func() []string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: p, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return p, func() []string {
+		var msgs []string
+		buf := make([]byte, 4096)
+		for {
+			conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			n, err := conn.Read(buf)
+			if err != nil {
+				return msgs
+			}
+			msgs = append(msgs, string(buf[:n]))
+		}
+	}
+}
+
 func TestUpDemo(t *testing.T) {
 	icd, egl := lavapipe(t)
 	root := hostCopy(t, "nixos-h200")
-	r := run(t, []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl},
+	sock, received := notifySocket(t)
+	r := run(t, []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl, "NOTIFY_SOCKET=" + sock},
 		"up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", "/run/nodeprep/nodeprep.prom")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -131,6 +158,11 @@ func TestUpDemo(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	// Under systemd: STATUS= while it works, READY=1 with the verdict last.
+	msgs := received()
+	if len(msgs) < 2 || msgs[len(msgs)-1] != "READY=1\nSTATUS=ready" || !strings.HasPrefix(msgs[0], "STATUS=") {
+		t.Errorf("sd_notify messages = %q", msgs)
 	}
 	// The patched spec validates with the CDI library and has the mounts.
 	h, _ := hostfs.New(root)
@@ -219,7 +251,11 @@ func TestUpBrokenHost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := hostCopy(t, tt.scenario)
-			r := run(t, tt.env, append([]string{"up", "--root", root, "--simulate", "dgx-h200"}, tt.args...)...)
+			sock, received := notifySocket(t)
+			r := run(t, append(tt.env, "NOTIFY_SOCKET="+sock), append([]string{"up", "--root", root, "--simulate", "dgx-h200"}, tt.args...)...)
+			if ready := slices.ContainsFunc(received(), func(m string) bool { return strings.Contains(m, "READY=1") }); ready != (tt.want == 0) {
+				t.Errorf("READY=1 sent = %v for exit %d", ready, r.code)
+			}
 			if r.code != tt.want {
 				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, tt.want, r.stdout, r.stderr)
 			}
