@@ -49,8 +49,13 @@ in
     nvidiaPersistenced = true; # headless: keep the GPUs initialised
   };
   # HGX boards with NVSwitch also need the fabric manager for CUDA across
-  # GPUs (nvidia-fabricmanager, e.g. via hardware.nvidia.datacenter); it
-  # does not change what nodeprep does.
+  # GPUs (nvidia-fabricmanager). Not through hardware.nvidia.datacenter.enable
+  # here: nixpkgs' nvidia module asserts it is not combined with
+  # videoDrivers = [ "nvidia" ], and in datacenter mode it does not link the
+  # driver's libraries (libnvidia-ml, the Vulkan ICD, the EGL vendor file)
+  # under /run/opengl-driver, which is where nodeprep looks; nor does
+  # hardware.nvidia-container-toolkit turn hardware.graphics on then. Run
+  # nv-fabricmanager from a unit of your own instead.
 
   # --- CDI: the generator nodeprep patches -------------------------------
   hardware.nvidia-container-toolkit = {

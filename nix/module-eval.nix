@@ -70,7 +70,13 @@ let
         sc.PrivateNetwork
         && sc.NoNewPrivileges
         && sc.DevicePolicy == "closed"
-        && lib.elem "char-nvidia-frontend rw" sc.DeviceAllow
+        # /proc/devices names of current NVIDIA drivers (nv.c); the glob
+        # catches the rest.
+        && lib.all (d: lib.elem d sc.DeviceAllow) [
+          "char-nvidia rw"
+          "char-nvidiactl rw"
+          "char-nvidia* rw"
+        ]
         && lib.elem "char-drm rw" sc.DeviceAllow;
     }
     {

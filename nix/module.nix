@@ -65,8 +65,13 @@ in
 
     package = lib.mkOption {
       type = lib.types.package;
-      default = pkgs.callPackage ./package.nix { };
-      defaultText = lib.literalExpression "pkgs.callPackage ./nix/package.nix { }";
+      # go.mod says go 1.26 and buildGoModule builds with GOTOOLCHAIN=local:
+      # use nixpkgs' Go 1.26 builder where its default Go is older (the same
+      # choice as the flake's packages.default).
+      default = pkgs.callPackage ./package.nix {
+        buildGoModule = pkgs.buildGo126Module or pkgs.buildGoModule;
+      };
+      defaultText = lib.literalExpression "pkgs.callPackage ./nix/package.nix { buildGoModule = pkgs.buildGo126Module; }";
       description = "The nodeprep package (the flake's nixosModules.default sets its own build).";
     };
 
@@ -265,19 +270,32 @@ in
         # Every file it writes is root's in a root-owned directory: no
         # capability needed (not even CAP_DAC_OVERRIDE).
         CapabilityBoundingSet = [ "" ];
-        # The GPUs: /dev/nvidia{0..N,ctl,-modeset} (nvidia-frontend),
-        # /dev/nvidia-uvm{,-tools}, /dev/nvidia-caps/* (MIG), NVSwitch and
-        # NVLink nodes on HGX boards, /dev/dri/* for EGL. Device nodes are
-        # made by the NixOS nvidia module's udev rules, not nvidia-modprobe
-        # (which NoNewPrivileges would stop). No PrivateDevices=: it would
-        # hide them. "char-nvidia*" catches majors named otherwise.
+        # The GPUs, by their /proc/devices group names (systemd resolves
+        # "char-NAME" there when the unit starts, matching NAME with
+        # fnmatch(3), see src/core/bpf-devices.c). Current drivers
+        # (kernel-open/nvidia/nv.c, nvidia-modeset-linux.c) register major
+        # 195 as "nvidia" (/dev/nvidia0..N), "nvidiactl" and
+        # "nvidia-modeset"; drivers with the old nv-frontend module
+        # registered it as "nvidia-frontend". Then /dev/nvidia-uvm{,-tools},
+        # /dev/nvidia-caps/* (MIG), /dev/nvidia-caps-imex-channels/*,
+        # NVSwitch and NVLink nodes on HGX boards, /dev/dri/* ("drm") for
+        # EGL. "char-nvidia*" covers every one of these and any later name;
+        # the explicit entries document what is expected. A major whose
+        # module is not loaded when the unit starts matches nothing (systemd
+        # logs it at debug level only). Device nodes are made by the NixOS
+        # nvidia module's udev rules, not nvidia-modprobe (which
+        # NoNewPrivileges would stop). No PrivateDevices=: it would hide them.
         DevicePolicy = "closed";
         DeviceAllow = [
+          "char-nvidia rw"
+          "char-nvidiactl rw"
+          "char-nvidia-modeset rw"
           "char-nvidia-frontend rw"
           "char-nvidia-uvm rw"
           "char-nvidia-caps rw"
           "char-nvidia-nvswitch rw"
           "char-nvidia-nvlink rw"
+          "char-nvidia-caps-imex-channels rw"
           "char-nvidia* rw"
           "char-drm rw"
         ];

@@ -53,7 +53,21 @@ buildGoModule {
   # The hash of the vendored Go modules. After go.mod/go.sum change, set it
   # to lib.fakeHash, run `nix build .#default`, and paste the hash from the
   # "got: sha256-..." line of the mismatch error.
-  vendorHash = lib.fakeHash;
+  #
+  # This value is the NAR hash of `go mod vendor` run (Go 1.26, GOPROXY=off
+  # from a filled module cache) over the go.mod/go.sum/cmd/nodeprep/cdi
+  # files this src holds, computed with `nix-hash --type sha256 vendor`;
+  # it was not produced by a Nix build (no nixpkgs where it was made). A
+  # mismatch error from the first `nix build` prints the right one.
+  vendorHash = "sha256-6PSuN8dW7g3uj4+eUxnQcFjO1TUJJWYVZcefG6rC0T4=";
+
+  # buildGoModule names the vendor derivation after name/version, and the
+  # flake's version carries the git revision: without a fixed name every
+  # commit (and checks.go-tests, another pname) would re-vendor from the
+  # network. The hash, not the name, says what is inside — so a vendorHash
+  # left stale after go.mod/go.sum change reuses the old vendor directory
+  # and `go build` stops with "inconsistent vendoring": update it as above.
+  overrideModAttrs = _: { name = "nodeprep-go-modules"; };
 
   subPackages = [ "cmd/nodeprep" ];
 
