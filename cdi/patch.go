@@ -336,7 +336,23 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
 		return
 	}
-	a.addMount("library", lib, lib)
+	a.addMount("library", a.stableAlias(lib), lib)
+}
+
+// stableAlias returns the path under a library directory of the driver root
+// that resolves to the same file as lib (a store path such as
+// /nix/store/<h>-nvidia-x11/lib/libGLX_nvidia.so.0 →
+// /run/opengl-driver/lib/libGLX_nvidia.so.0), so that the mount's hostPath
+// survives a driver switch like every other hostPath nodeprep writes; lib
+// itself when there is none.
+func (a *analyzer) stableAlias(lib string) string {
+	want := a.resolve(lib)
+	for _, dir := range a.g.LibDirs {
+		if p := path.Join(dir, path.Base(lib)); a.resolve(p) == want && a.host.Exists(p) {
+			return p
+		}
+	}
+	return lib
 }
 
 func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {

@@ -242,11 +242,14 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	return r, err
 }
 
-// preflight checks, before any stage writes, that the status and metrics
-// files can be written: absolute paths, not directories, a directory to
-// hold them (the status file's is created, and so is the metrics file's
-// when it is the same; otherwise it is node_exporter's and must exist). Errors are marked fault.ErrCantWrite or
-// fault.ErrUsage and nothing has been written.
+// preflight checks, before any stage writes, everything the run will
+// write or need that can be known in advance: the status and metrics files
+// and the k3s drop-in can be written (a probe file in each directory, so a
+// read-only mount or an over-long name fails now, not after the spec was
+// patched), and the in-container self-test's rootfs and runtime exist.
+// The status file's directory is created, and so is the metrics file's when
+// it is the same; a metrics directory of its own is node_exporter's and
+// must exist. Nothing else is written.
 func (u *upRun) preflight() error {
 	check := func(what, p string, mkdir bool) error {
 		if p == "" {
@@ -255,24 +258,35 @@ func (u *upRun) preflight() error {
 		if !path.IsAbs(p) {
 			return fault.Usage(fmt.Errorf("%s %q: want an absolute host path", what, p))
 		}
-		if st, err := u.host.Stat(p); err == nil && !st.Mode().IsRegular() {
-			return fault.CantWrite(fmt.Errorf("%s %q is not a regular file (%s)", what, p, st.Mode().Type()))
-		}
-		dir := path.Dir(p)
-		st, err := u.host.Stat(dir)
-		switch {
-		case err == nil && !st.IsDir():
-			return fault.CantWrite(fmt.Errorf("%s %q: %s is not a directory", what, p, dir))
-		case err != nil && !mkdir:
-			return fault.CantWrite(fmt.Errorf("%s %q: its directory: %w", what, p, err))
+		if err := u.host.CheckWritable(p, mkdir); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		return nil
 	}
-	if err := check("status file", u.opts.StatusFile, true); err != nil {
-		return err
-	}
 	sameDir := u.opts.StatusFile != "" && path.Dir(u.opts.MetricsFile) == path.Dir(u.opts.StatusFile)
-	return check("metrics file", u.opts.MetricsFile, sameDir)
+	configPath, dropIn := u.opts.Join.ConfigPath, u.opts.Join.DropIn
+	if configPath == "" {
+		configPath = k3s.DefaultConfigPath
+	}
+	if dropIn == "" {
+		dropIn = k3s.DefaultDropIn
+	}
+	for _, c := range []struct {
+		what, path string
+		mkdir      bool
+	}{
+		{"status file", u.opts.StatusFile, true},
+		{"metrics file", u.opts.MetricsFile, sameDir},
+		{"k3s drop-in", path.Join(k3s.DropInDir(configPath), dropIn), true},
+	} {
+		if err := check(c.what, c.path, c.mkdir); err != nil {
+			return err
+		}
+	}
+	if u.opts.Container != nil {
+		return ctrtest.Preflight(*u.opts.Container)
+	}
+	return nil
 }
 
 func firstReason(r *Report) string {
@@ -348,7 +362,10 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 		}
 	}
 	verb := "unchanged"
-	if res.Written {
+	switch {
+	case len(st.Reasons) > 0:
+		verb = "not patched: nothing written"
+	case res.Written:
 		verb = fmt.Sprintf("patched (%d changes)", len(res.Changes))
 	}
 	st.Summary = fmt.Sprintf("%s %s, %d graphics files, %d device names checked", res.Spec, verb, len(res.Graphics.Files), len(expect))

@@ -168,6 +168,7 @@ func TestUpPreflight(t *testing.T) {
 		name    string
 		prepare func(t *testing.T, h *hostfs.Root)
 		metrics string
+		dropIn  string
 		kind    error
 	}{
 		{name: "status is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
@@ -176,6 +177,12 @@ func TestUpPreflight(t *testing.T) {
 		}, metrics: "/run/nodeprep/nodeprep.prom", kind: fault.ErrCantWrite},
 		{name: "metrics dir missing", metrics: "/var/lib/node_exporter/textfile/nodeprep.prom", kind: fault.ErrCantWrite},
 		{name: "metrics relative", metrics: "nodeprep.prom", kind: fault.ErrUsage},
+		{name: "metrics name too long", metrics: "/run/nodeprep/" + strings.Repeat("a", 300) + ".prom", kind: fault.ErrCantWrite},
+		{name: "drop-in name too long", metrics: "/run/nodeprep/nodeprep.prom", dropIn: strings.Repeat("b", 300) + ".yaml", kind: fault.ErrCantWrite},
+		{name: "drop-in is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
+			p, _ := h.Path("/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml")
+			os.MkdirAll(p, 0o755)
+		}, metrics: "/run/nodeprep/nodeprep.prom", kind: fault.ErrCantWrite},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,6 +194,7 @@ func TestUpPreflight(t *testing.T) {
 			before, _ := host.ReadFile(cdi.DefaultSpecPath)
 			opts := upOptions(simulated("dgx-h200"), nil)
 			opts.MetricsFile = tt.metrics
+			opts.Join.DropIn = tt.dropIn
 			_, err := Up(context.Background(), host, opts)
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("err = %v, want %v", err, tt.kind)

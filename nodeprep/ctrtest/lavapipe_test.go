@@ -296,6 +296,25 @@ func TestLavapipeThroughPatchedSpec(t *testing.T) {
 		assertNoContainers(t, o)
 	})
 
+	// Cancelling the context (nodeprep turns SIGTERM and SIGINT into that)
+	// kills the containers and removes everything, mounts included.
+	t.Run("cancelled", func(t *testing.T) {
+		o := o
+		o.ProbeArgs, o.Timeout, o.WorkDir = []string{hangArg}, 30*time.Second, t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		rep, err := Run(ctx, host, inv, o)
+		if err == nil && rep.Passed {
+			t.Fatal("a cancelled self-test passed")
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("cancellation took %s", d)
+		}
+		assertCleanedUp(t, o.WorkDir)
+		assertNoContainers(t, o)
+	})
+
 	t.Run("crash", func(t *testing.T) {
 		o := o
 		o.ProbeArgs, o.WorkDir = []string{crashArg}, t.TempDir()

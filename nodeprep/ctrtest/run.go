@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -104,6 +105,32 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Preflight checks, before anything is written, what Run needs from this
+// machine: the rootfs is a directory and the OCI runtime can be found. The
+// error is marked fault.ErrUnavailable (fault.ErrUsage for a relative
+// rootfs), as Run would report it.
+func Preflight(opts Options) error {
+	if !filepath.IsAbs(opts.Rootfs) {
+		return fault.Usage(fmt.Errorf("in-container self-test: rootfs %q: want an absolute path", opts.Rootfs))
+	}
+	if err := checkRootfs(opts.Rootfs); err != nil {
+		return fault.Unavailable(fmt.Errorf("in-container self-test: %w", err))
+	}
+	_, err := FindRuntime(opts.Runtime)
+	return err
+}
+
+func checkRootfs(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("rootfs %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("rootfs %s is not a directory", dir)
+	}
+	return nil
+}
+
 // Run runs the in-container self-test for the GPUs of inv on host: for each
 // device set (all GPUs, or one per GPU with PerGPU) it builds the OCI spec,
 // injects the GPUs' CDI devices from the spec's directory, and runs the
@@ -137,9 +164,13 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		rep.DurationMS = msSince(start)
 	}()
 
+	if err := checkRootfs(o.Rootfs); err != nil {
+		rep.fail(ReasonRootfsUnavailable, "%v (build one with scripts/make-test-rootfs.sh)", err)
+		return rep, nil
+	}
 	image, err := hostfs.New(o.Rootfs)
 	if err != nil {
-		rep.fail(ReasonRootfsUnavailable, "rootfs %s: %v (build one with scripts/make-test-rootfs.sh)", o.Rootfs, err)
+		rep.fail(ReasonRootfsUnavailable, "rootfs %s: %v", o.Rootfs, err)
 		return rep, nil
 	}
 	rep.Rootfs = image.Dir()
@@ -159,7 +190,7 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		return rep, nil
 	}
 
-	work, err := os.MkdirTemp(o.WorkDir, "nodeprep-ctrtest-")
+	work, err := os.MkdirTemp(o.WorkDir, "nodeprep-container-")
 	if err != nil {
 		return nil, fault.Unavailable(fmt.Errorf("in-container self-test: creating a work directory in %s: %w", o.WorkDir, err))
 	}

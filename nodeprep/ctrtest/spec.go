@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -83,6 +84,21 @@ func BinaryMount(binary string) rspec.Mount {
 // the spec's directory resolved under the host root) the way a runtime
 // does, without watching it.
 func NewCache(specDir string) (*cdilib.Cache, error) {
+	// The CDI library opens every *.json and *.yaml in the directory with a
+	// blocking open: a FIFO there would hang the self-test past its timeout.
+	entries, err := os.ReadDir(specDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("loading CDI specs from %q: %w", specDir, err)
+	}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(specDir, e.Name()))
+		if err == nil && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("loading CDI specs from %q: %s is not a regular file", specDir, e.Name())
+		}
+	}
 	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(specDir), cdilib.WithAutoRefresh(false))
 	if err != nil {
 		return nil, fmt.Errorf("loading CDI specs from %q: %w", specDir, err)

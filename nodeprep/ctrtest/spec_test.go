@@ -7,7 +7,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -268,5 +270,24 @@ func TestReadReport(t *testing.T) {
 	rep, other = readReport(strings.NewReader("no report"), "P: ")
 	if rep != nil || string(other) != "no report" {
 		t.Errorf("readReport = %q, %q", rep, other)
+	}
+}
+
+// The CDI library opens spec files with a blocking open: a FIFO in the spec
+// directory must be refused, not hang the self-test.
+func TestNewCacheRefusesFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "zz-other.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := NewCache(dir); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "zz-other.json is not a regular file") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("NewCache blocked on a FIFO")
 	}
 }

@@ -84,6 +84,9 @@ func Open(libraryPath string) nvml.Interface {
 // the dynamic loader's own message put into the *LibraryError when the
 // library cannot be loaded. Errors are those of Build.
 func FromNVML(libraryPath string) (*Inventory, error) {
+	if err := checkNVMLSymbols(libraryPath); err != nil {
+		return nil, err
+	}
 	inv, err := Build(Open(libraryPath), WithLibraryPath(libraryPath))
 	if le, ok := errors.AsType[*LibraryError](err); ok {
 		lib := dl.New(le.Library, dl.RTLD_LAZY|dl.RTLD_LOCAL)
@@ -94,6 +97,27 @@ func FromNVML(libraryPath string) (*Inventory, error) {
 		}
 	}
 	return inv, err
+}
+
+// checkNVMLSymbols makes sure the library that loads is NVML before
+// go-nvml calls into it: go-nvml binds lazily, so calling nvmlInit_v2 in a
+// library without it (--nvml-lib naming libc, say) makes the dynamic linker
+// end the process ("symbol lookup error", exit 127) instead of returning.
+// A library that does not load is left to Build, which reports it.
+func checkNVMLSymbols(libraryPath string) error {
+	name := libraryPath
+	if name == "" {
+		name = DefaultLibrary
+	}
+	lib := dl.New(name, dl.RTLD_LAZY|dl.RTLD_LOCAL)
+	if err := lib.Open(); err != nil {
+		return nil
+	}
+	defer lib.Close()
+	if err := lib.Lookup("nvmlInit_v2"); err != nil {
+		return fault.Unavailable(&LibraryError{Library: name, Detail: "it is not NVML: it has no nvmlInit_v2", Return: nvml.ERROR_LIBRARY_NOT_FOUND})
+	}
+	return nil
 }
 
 // LibraryError is the error for NVML_ERROR_LIBRARY_NOT_FOUND from nvmlInit:
@@ -118,6 +142,9 @@ func (e *LibraryError) Error() string {
 		detail = e.Return.Error()
 	}
 	msg := fmt.Sprintf("initialising NVML: cannot load %s (%s): %s", e.Library, e.Searched, detail)
+	if e.Searched == "" {
+		msg = fmt.Sprintf("initialising NVML: %s: %s", e.Library, detail)
+	}
 	if e.Library != NixOSLibrary {
 		msg += "; on NixOS the driver's NVML is " + NixOSLibrary
 	}

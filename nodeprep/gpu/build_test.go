@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -433,5 +434,19 @@ func TestBrandName(t *testing.T) {
 		if got := BrandName(b); got != want {
 			t.Errorf("BrandName(%d) = %q, want %q", b, got, want)
 		}
+	}
+}
+
+// A library that loads but is not NVML must not reach go-nvml's lazily
+// bound nvmlInit_v2 (the dynamic linker would end the process).
+func TestFromNVMLNotNVML(t *testing.T) {
+	t.Parallel()
+	libc := "/lib/x86_64-linux-gnu/libc.so.6"
+	if _, err := os.Stat(libc); err != nil {
+		libc = "/lib/aarch64-linux-gnu/libc.so.6"
+	}
+	_, err := FromNVML(libc)
+	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), "it is not NVML") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -151,7 +151,7 @@ func ReadRegularFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, st.Mode().Type())
+		return nil, fmt.Errorf("%s is %s: %w", path, describeMode(st.Mode()), ErrNotRegular)
 	}
 	return io.ReadAll(f)
 }
@@ -237,7 +237,7 @@ func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error 
 		case st.Mode()&fs.ModeSymlink != 0:
 			return fault.CantWrite(fmt.Errorf("writing %q: refusing to write through a symlink", hostPath))
 		case !st.Mode().IsRegular():
-			return fault.CantWrite(fmt.Errorf("writing %q: it is not a regular file (%s)", hostPath, st.Mode().Type()))
+			return fault.CantWrite(fmt.Errorf("writing %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
 		}
 		if !opts.ForceMode {
 			mode = st.Mode().Perm()
@@ -280,6 +280,50 @@ func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error 
 		return fault.CantWrite(fmt.Errorf("writing %q: syncing directory: %w", hostPath, err))
 	}
 	return nil
+}
+
+// CheckWritable proves, without touching hostPath, that WriteFile could
+// replace it: the path is absolute, not a directory, symlink or FIFO, and a
+// temporary file named like WriteFile's can be created (and is removed) in
+// its directory, which catches read-only mounts and names too long for the
+// file system. With mkdir a missing directory is created (as WriteFile's
+// MkdirAll would). Errors are marked fault.ErrCantWrite.
+func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
+	dir, err := r.Path(path.Dir(hostPath))
+	if err != nil {
+		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
+	}
+	if mkdir {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
+		}
+	}
+	if st, err := os.Lstat(filepath.Join(dir, path.Base(hostPath))); err == nil && !st.Mode().IsRegular() {
+		return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
+	}
+	f, err := os.CreateTemp(dir, "."+path.Base(hostPath)+"*")
+	if err != nil {
+		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// describeMode names a file type for messages ("a directory").
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 func syncDir(dir string) error {

@@ -170,6 +170,13 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		r.Changed = old == nil || !bytes.Equal(old, content) || (err == nil && st.Mode().Perm() != DropInMode)
 	}
 
+	r.Warnings = append(r.Warnings, droppedOwnLabels(old, labels, r.DropInPath)...)
+	for _, f := range files {
+		if f.Path != r.DropInPath && bytes.HasPrefix(f.Data, []byte(dropInHeaderFirstLine)) {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s was also written by nodeprep (under another drop-in name?): k3s merges both; remove the one no longer used", f.Path))
+		}
+	}
+
 	eff, err := Merge(files, opts.K3sArgs)
 	if err != nil {
 		return nil, err
@@ -287,6 +294,38 @@ func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
 // placeDropIn puts ours into files where k3s would read it (replacing the
 // copy on disk, whose bytes it returns, or inserted in byte order among the
 // drop-ins).
+// dropInHeaderFirstLine starts every drop-in nodeprep writes.
+var dropInHeaderFirstLine = strings.SplitN(dropInHeader, "\n", 2)[0]
+
+// droppedOwnLabels warns when the drop-in being replaced carries nodeprep's
+// own labels (nodeprep.dev/, set by `nodeprep up` from the self-test) that
+// the new one lacks: `join` alone does not know the self-test's result, and
+// pods selecting on nodeprep.dev/selftest=passed would stop matching.
+func droppedOwnLabels(old []byte, labels []Label, dropInPath string) []string {
+	if old == nil {
+		return nil
+	}
+	prev, err := Merge([]File{{Path: dropInPath, Data: old}}, nil)
+	if err != nil {
+		return nil
+	}
+	keep := map[string]bool{}
+	for _, l := range labels {
+		keep[l.Key] = true
+	}
+	var lost []string
+	for _, e := range prev.NodeLabels {
+		key, _, _ := strings.Cut(e.Value, "=")
+		if strings.HasPrefix(key, "nodeprep.dev/") && !keep[key] {
+			lost = append(lost, e.Value)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s loses %s, set by `nodeprep up`: run `nodeprep up` to set them again", dropInPath, strings.Join(lost, ", "))}
+}
+
 func placeDropIn(files []File, ours File) ([]File, []byte) {
 	out := make([]File, 0, len(files)+1)
 	var old []byte

@@ -437,3 +437,21 @@ func TestMisspelt(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanWarnsAboutOwnDropIns: replacing a drop-in that `up` wrote drops
+// its nodeprep.dev/ labels with a warning, and an older nodeprep drop-in
+// under another name is named.
+func TestPlanWarnsAboutOwnDropIns(t *testing.T) {
+	t.Parallel()
+	byUp := string(Render(mustLabels(t, "nodeprep.dev/selftest=passed", "gpu=yes"), mustTaints(t, "a=b:NoSchedule")))
+	root := newHost(t, map[string]string{ourPath: byUp, dropDir + "/60-old.yaml": byUp})
+	r, err := Plan(root, Options{Labels: mustLabels(t, "gpu=yes"), Taints: mustTaints(t, "a=b:NoSchedule")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"loses nodeprep.dev/selftest=passed", dropDir + "/60-old.yaml was also written by nodeprep"} {
+		if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+			t.Errorf("warnings %q lack %q", r.Warnings, want)
+		}
+	}
+}

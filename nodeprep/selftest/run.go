@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -231,7 +232,7 @@ func runChild(ctx context.Context, o *options, req ProbeRequest) ([]byte, *Reaso
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	args := append(append([]string{}, o.command[1:]...), string(reqJSON))
 	cmd := exec.Command(o.command[0], args...)
-	cmd.Env = o.env
+	cmd.Env = probeEnv(o.env)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		cancel()
@@ -503,4 +504,26 @@ func snippet(b []byte) string {
 		return "(none)"
 	}
 	return strings.ReplaceAll(s, "\n", " | ")
+}
+
+// noDiskCaches turns off the drivers' shader disk caches in the probe
+// children (Mesa: MESA_SHADER_CACHE_DISABLE; NVIDIA: __GL_SHADER_DISK_CACHE),
+// unless the environment sets them: a self-test writes nothing outside
+// nodeprep's own files, and a cache would not outlive one probe anyway.
+var noDiskCaches = []string{"MESA_SHADER_CACHE_DISABLE=true", "__GL_SHADER_DISK_CACHE=0"}
+
+// probeEnv is env plus noDiskCaches for the variables env does not set.
+// A nil env stays nil (the child inherits nodeprep's environment).
+func probeEnv(env []string) []string {
+	if env == nil {
+		return nil
+	}
+	out := slices.Clone(env)
+	for _, kv := range noDiskCaches {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
@@ -44,7 +46,12 @@ func Main() int {
 func Run(args []string, streams IOStreams) error {
 	root, g := newRootCommand(streams)
 	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
+	// SIGTERM (systemd stopping the unit) and SIGINT cancel the context
+	// instead of killing the process, so probe children are killed and the
+	// in-container self-test unmounts and removes what it made.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	if err != nil && !g.started && !isMarked(err) {
 		// cobra failed before any command ran: an unknown command, flag or
 		// argument.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,7 +69,7 @@ type cdiPatchOptions struct {
 	specFlags
 	dryRun bool
 	check  bool
-	wait   string
+	wait   time.Duration
 }
 
 func newCDIPatchCommand(g *globals) *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -14,7 +15,11 @@ import (
 )
 
 // pathFlags are the flags that name host paths: they must be absolute.
-var pathFlags = []string{"spec", "driver-root", "glvnd-dir", "k3s-config", "status-file", "metrics-file"}
+var pathFlags = []string{"spec", "driver-root", "glvnd-dir", "k3s-config", "status-file", "metrics-file", "rootfs"}
+
+// knownArches are the GOARCH values nodeprep knows the ICD manifest name and
+// multiarch directory of (the architectures NVIDIA ships Linux drivers for).
+var knownArches = []string{"amd64", "arm64"}
 
 // checkFlags validates the values the flag types cannot, for the flags given
 // on the command line: the same rules nodeprep.Config.Validate applies to
@@ -33,7 +38,7 @@ func checkFlags(fs *pflag.FlagSet) error {
 		}
 		for _, v := range values {
 			if !path.IsAbs(v) {
-				errs = append(errs, fmt.Errorf("--%s %q: want an absolute host path", name, v))
+				errs = append(errs, fmt.Errorf("--%s %q: want an absolute path", name, v))
 			}
 		}
 	}
@@ -43,6 +48,12 @@ func checkFlags(fs *pflag.FlagSet) error {
 				errs = append(errs, fmt.Errorf("--device-names %q: want %s and/or %s", s, nodeprep.DeviceNameUUID, nodeprep.DeviceNameIndex))
 			}
 		}
+	}
+	if f := fs.Lookup("arch"); f != nil && f.Changed && !slices.Contains(knownArches, f.Value.String()) {
+		errs = append(errs, fmt.Errorf("--arch %q: want one of %s", f.Value.String(), strings.Join(knownArches, ", ")))
+	}
+	if f := fs.Lookup("wait"); f != nil && f.Changed && strings.HasPrefix(f.Value.String(), "-") {
+		errs = append(errs, fmt.Errorf("--wait %s: want a duration of 0 or more, such as 30s", f.Value.String()))
 	}
 	if f := fs.Lookup("drop-in"); f != nil && f.Changed {
 		if d := f.Value.String(); strings.Contains(d, "/") || !k3s.IsDropInName(d) {

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
@@ -33,7 +36,7 @@ type joinOptions struct {
 	joinFlags
 	inv    inventoryFlags
 	dryRun bool
-	wait   string
+	wait   time.Duration
 }
 
 func (o *joinFlags) add(f *pflag.FlagSet) {
@@ -63,6 +66,9 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	cfg := g.cfg.Join
 	configPath := cfg.K3sConfig
 	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
+		if !path.IsAbs(env) {
+			return joinSettings{}, fault.Usage(fmt.Errorf("K3S_CONFIG_FILE %q: want an absolute host path", env))
+		}
 		configPath = env
 	}
 	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
@@ -26,7 +27,7 @@ type upOptions struct {
 	onSelftestFailure string
 	statusFile        string
 	metricsFile       string
-	wait              string
+	wait              time.Duration
 }
 
 func newUpCommand(g *globals) *cobra.Command {

@@ -1,0 +1,18 @@
+package selftest
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestProbeEnv(t *testing.T) {
+	t.Parallel()
+	got := probeEnv([]string{"PATH=/bin", "MESA_SHADER_CACHE_DISABLE=false"})
+	want := []string{"PATH=/bin", "MESA_SHADER_CACHE_DISABLE=false", "__GL_SHADER_DISK_CACHE=0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("probeEnv = %q, want %q (the operator's own setting kept)", got, want)
+	}
+	if probeEnv(nil) != nil {
+		t.Error("a nil environment must stay nil (inherit)")
+	}
+}
