@@ -14,8 +14,8 @@ import (
 // within the spec's kind ("GPU-<uuid>", "0", "MIG-<uuid>") and the device
 // nodes its edits must carry ("/dev/nvidia0").
 type ExpectedDevice struct {
-	Name        string   `json:"name" yaml:"name"`
-	DeviceNodes []string `json:"deviceNodes,omitempty" yaml:"deviceNodes,omitempty"`
+	Name        string   `json:"name" yaml:"name"`                                   // name within the spec's kind
+	DeviceNodes []string `json:"deviceNodes,omitempty" yaml:"deviceNodes,omitempty"` // container paths of device nodes its edits must carry
 	// For says what asks for it ("GPU 0 (uuid)"), for the message.
 	For string `json:"for,omitempty" yaml:"for,omitempty"`
 }

@@ -69,12 +69,12 @@ type Role string
 
 // Roles of graphics files.
 const (
-	RoleICD         Role = "vulkan-icd"
-	RoleLayer       Role = "vulkan-implicit-layer"
-	RoleEGLVendor   Role = "egl-vendor"
-	RoleEGLPlatform Role = "egl-external-platform"
-	RoleGBM         Role = "gbm-backend"
-	RoleGlvnd       Role = "glvnd-dispatch"
+	RoleICD         Role = "vulkan-icd"            // the Vulkan ICD manifest
+	RoleLayer       Role = "vulkan-implicit-layer" // the Vulkan implicit layer manifest
+	RoleEGLVendor   Role = "egl-vendor"            // the glvnd EGL vendor manifest
+	RoleEGLPlatform Role = "egl-external-platform" // an EGL external platform manifest
+	RoleGBM         Role = "gbm-backend"           // the GBM backend library
+	RoleGlvnd       Role = "glvnd-dispatch"        // one of the four glvnd dispatch libraries
 )
 
 // GlvndLibraries are glvnd's dispatch libraries, injected as one set (F5).
@@ -83,7 +83,7 @@ var GlvndLibraries = []string{"libEGL.so.1", "libGLX.so.0", "libOpenGL.so.0", "l
 // GraphicsFile is one file found under the driver root and where it goes in
 // the container.
 type GraphicsFile struct {
-	Role Role `json:"role" yaml:"role"`
+	Role Role `json:"role" yaml:"role"` // what the file is for
 	// HostPath is the stable host path under the driver root or glvnd
 	// directory ("/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json"),
 	// not the store path it links to, so the spec survives a driver switch.
@@ -97,8 +97,8 @@ type GraphicsFile struct {
 // Graphics is what Discover found: the files to mount, the host directories
 // that may provide a library a manifest names by soname, and host problems.
 type Graphics struct {
-	DriverRoot string         `json:"driverRoot" yaml:"driverRoot"`
-	Files      []GraphicsFile `json:"files" yaml:"files"`
+	DriverRoot string         `json:"driverRoot" yaml:"driverRoot"` // host path the files were found under
+	Files      []GraphicsFile `json:"files" yaml:"files"`           // the files to mount, in discovery order
 	// LibDirs are host directories searched for a manifest's bare soname:
 	// <driver root>/lib, then the glvnd directories.
 	LibDirs []string `json:"libDirs" yaml:"libDirs"`

@@ -64,7 +64,7 @@ func TestF1ManifestsMissing(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "nixos-h200")
 	opts := nixosOptions("amd64")
-	check, err := cdi.CheckFile(root, opts, nil)
+	check, err := cdi.CheckFile(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestF2AbsoluteLibraryPath(t *testing.T) {
 		HostPath: "/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json", Options: cdi.MountOptions,
 	})
 	writeSpec(t, root, spec)
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"), nil)
+	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestF4VendorManifestAtStorePath(t *testing.T) {
 	_, spec := loadSpec(t, root)
 	spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, &specs.Mount{HostPath: nvStore + "/share", ContainerPath: nvStore + "/share", Options: cdi.MountOptions})
 	writeSpec(t, root, spec)
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"), nil)
+	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestF5GlvndSet(t *testing.T) {
 		_, spec := loadSpec(t, root)
 		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, &specs.Mount{HostPath: "/run/opengl-driver/lib/libEGL.so.1", ContainerPath: "/usr/lib/x86_64-linux-gnu/libEGL.so.1", Options: cdi.MountOptions})
 		writeSpec(t, root, spec)
-		check, err := cdi.CheckFile(root, nixosOptions("amd64"), nil)
+		check, err := cdi.CheckFile(root, nixosOptions("amd64"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +303,9 @@ func TestF6DeviceNames(t *testing.T) {
 		{Name: "1", DeviceNodes: []string{"/dev/nvidia1"}},
 		{Name: "2", DeviceNodes: []string{"/dev/nvidia7"}},
 	}
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"), expect)
+	opts := nixosOptions("amd64")
+	opts.Expect = expect
+	check, err := cdi.CheckFile(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +346,7 @@ func TestF7Version(t *testing.T) {
 			_, spec := loadSpec(t, root)
 			spec.Version = tt.declared
 			writeSpec(t, root, spec)
-			check, err := cdi.CheckFile(root, nixosOptions("amd64"), nil)
+			check, err := cdi.CheckFile(root, nixosOptions("amd64"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +384,7 @@ func TestF7Version(t *testing.T) {
 func TestF8EmptyDevice(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "broken-empty-device")
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"), nil)
+	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
 	if err != nil {
 		t.Fatal(err)
 	}

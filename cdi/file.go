@@ -23,7 +23,7 @@ const DefaultSpecPath = "/var/run/cdi/nvidia-container-toolkit.json"
 type FileOptions struct {
 	// Spec is the host path of the spec (DefaultSpecPath).
 	Spec     string
-	Discover DiscoverOptions
+	Discover DiscoverOptions // where to look for the graphics files
 	// Expect are the devices the patched spec must serve (from the
 	// inventory); PatchFile writes nothing when one is missing.
 	Expect []ExpectedDevice
@@ -31,23 +31,23 @@ type FileOptions struct {
 
 // PatchResult is what PatchFile did.
 type PatchResult struct {
-	Spec string `json:"spec" yaml:"spec"`
+	Spec string `json:"spec" yaml:"spec"` // host path of the spec
 	// Changed is true when the spec needed edits; Written when they were
 	// written (false for a dry run).
 	Changed  bool     `json:"changed" yaml:"changed"`
-	Written  bool     `json:"written" yaml:"written"`
-	Changes  []Change `json:"changes" yaml:"changes"`
-	Findings Findings `json:"findings" yaml:"findings"`
+	Written  bool     `json:"written" yaml:"written"`   // see Changed
+	Changes  []Change `json:"changes" yaml:"changes"`   // the edits made (or, unwritten, that would be made)
+	Findings Findings `json:"findings" yaml:"findings"` // problems found, errors first; an error means nothing was written
 	// Diff is a unified diff of the file, empty when unchanged.
 	Diff     string    `json:"diff,omitempty" yaml:"diff,omitempty"`
-	Graphics *Graphics `json:"graphics" yaml:"graphics"`
+	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
 }
 
 // CheckResult is what CheckFile found.
 type CheckResult struct {
-	Spec     string    `json:"spec" yaml:"spec"`
-	Findings Findings  `json:"findings" yaml:"findings"`
-	Graphics *Graphics `json:"graphics" yaml:"graphics"`
+	Spec     string    `json:"spec" yaml:"spec"`         // host path of the spec
+	Findings Findings  `json:"findings" yaml:"findings"` // one per problem, errors first
+	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
 }
 
 // nameFindings warns about a spec file name the CDI library's directory
@@ -68,11 +68,14 @@ func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 		return nil, nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
 	}
 	if st, lerr := host.Lstat(specPath); errors.Is(err, fs.ErrNotExist) && lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
-		target, _ := host.Resolve(specPath)
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s", specPath, target))
+		target, rerr := host.Resolve(specPath)
+		if rerr != nil {
+			target = rerr.Error()
+		}
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s: %w", specPath, target, err))
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it does not exist: has nvidia-container-toolkit-cdi-generator.service (nvidia-ctk cdi generate) run?", specPath))
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w (has nvidia-container-toolkit-cdi-generator.service, nvidia-ctk cdi generate, run)", specPath, err))
 	}
 	if err != nil {
 		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
@@ -154,10 +157,11 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	return res, nil
 }
 
-// CheckFile lints the spec file (see Check) and also runs the CDI library's
-// own validation, reporting its complaint as an invalid-spec finding. It
-// writes nothing. Errors are those of Load and Discover.
-func CheckFile(host *hostfs.Root, opts FileOptions, expect []ExpectedDevice) (*CheckResult, error) {
+// CheckFile lints the spec file (see Check) against opts.Expect and also
+// runs the CDI library's own validation, reporting its complaint as an
+// invalid-spec finding. It writes nothing. Errors are those of Load and
+// Discover.
+func CheckFile(host *hostfs.Root, opts FileOptions) (*CheckResult, error) {
 	_, spec, err := Load(host, opts.Spec)
 	if err != nil {
 		return nil, err
@@ -166,11 +170,13 @@ func CheckFile(host *hostfs.Root, opts FileOptions, expect []ExpectedDevice) (*C
 	if err != nil {
 		return nil, err
 	}
-	findings := append(Check(spec, g, host, expect), nameFindings(opts.Spec)...)
-	if p, err := host.Path(opts.Spec); err == nil {
-		if err := ValidateFile(p); err != nil {
-			findings = append(findings, errorf(CodeInvalidSpec, "the CDI library refuses %s: %v", opts.Spec, err)).sorted()
-		}
+	findings := append(Check(spec, g, host, opts.Expect), nameFindings(opts.Spec)...)
+	p, err := host.Path(opts.Spec)
+	if err == nil {
+		err = ValidateFile(p)
 	}
-	return &CheckResult{Spec: opts.Spec, Findings: findings, Graphics: g}, nil
+	if err != nil {
+		findings = append(findings, errorf(CodeInvalidSpec, "the CDI library refuses %s: %v", opts.Spec, err))
+	}
+	return &CheckResult{Spec: opts.Spec, Findings: findings.sorted(), Graphics: g}, nil
 }

@@ -10,43 +10,44 @@ type Severity string
 
 // Severities. An error makes `nodeprep cdi check` exit 1; a warning does not.
 const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
+	SeverityError   Severity = "error"   // makes `cdi check` exit 1 and `cdi patch` write nothing
+	SeverityWarning Severity = "warning" // reported only
 )
 
 // Finding codes: one per kind of problem, stable for scripts.
 const (
-	CodeMissingICD         = "missing-icd"            // Vulkan ICD manifest not mounted where the loader looks
-	CodeMissingLayer       = "missing-implicit-layer" // Vulkan implicit layer manifest not mounted
-	CodeMissingEGLVendor   = "missing-egl-vendor"     // EGL vendor manifest not mounted where libglvnd looks
-	CodeMissingEGLPlatform = "missing-egl-platform"   // EGL external platform manifest not mounted
-	CodeMissingGBM         = "missing-gbm"            // GBM backend not mounted
-	CodeMissingGlvnd       = "missing-glvnd"          // glvnd dispatch library not mounted
-	CodePartialGlvnd       = "partial-glvnd"          // only some of the four glvnd dispatch libraries
-	CodeNoICDOnHost        = "no-icd-on-host"         // the driver root has no ICD manifest for this architecture
-	CodeDanglingHostFile   = "dangling-host-file"     // a graphics file under the driver root is a dangling link
-	CodeBadManifest        = "bad-manifest"           // a manifest on the host cannot be parsed
-	CodeUnresolvedLibrary  = "unresolved-library"     // a manifest's library_path will not resolve in the container
-	CodeMissingHostPath    = "missing-host-path"      // a spec hostPath does not exist on the host
-	CodeVersionTooLow      = "cdi-version-too-low"    // cdiVersion lower than the fields need (F7)
-	CodeDeviceNoEdits      = "device-no-edits"        // a device with no container edits (F8)
-	CodeDuplicateMount     = "duplicate-container-path"
-	CodeForeignMount       = "foreign-mount"       // another mount holds a container path nodeprep would use
-	CodeInvalidSpec        = "invalid-spec"        // the CDI library refuses the spec
-	CodeMissingDevice      = "missing-device"      // a device name the consumer asks for is absent (F6)
-	CodeMissingDeviceNode  = "missing-device-node" // a GPU's /dev/nvidia<minor> is not in its device's edits
-	CodeNoLdcacheHook      = "no-ldcache-hook"     // no update-ldcache hook: bare sonames rely on the image's cache
-	CodeSpecName           = "spec-name"           // a spec file runtimes will not load (not *.json or *.yaml)
+	CodeMissingICD         = "missing-icd"              // Vulkan ICD manifest not mounted where the loader looks
+	CodeMissingLayer       = "missing-implicit-layer"   // Vulkan implicit layer manifest not mounted
+	CodeMissingEGLVendor   = "missing-egl-vendor"       // EGL vendor manifest not mounted where libglvnd looks
+	CodeMissingEGLPlatform = "missing-egl-platform"     // EGL external platform manifest not mounted
+	CodeMissingGBM         = "missing-gbm"              // GBM backend not mounted
+	CodeMissingGlvnd       = "missing-glvnd"            // glvnd dispatch library not mounted
+	CodePartialGlvnd       = "partial-glvnd"            // only some of the four glvnd dispatch libraries
+	CodeNoICDOnHost        = "no-icd-on-host"           // the driver root has no ICD manifest for this architecture
+	CodeDanglingHostFile   = "dangling-host-file"       // a graphics file under the driver root is a dangling link
+	CodeBadManifest        = "bad-manifest"             // a manifest on the host cannot be parsed
+	CodeUnresolvedLibrary  = "unresolved-library"       // a manifest's library_path will not resolve in the container
+	CodeMissingHostPath    = "missing-host-path"        // a spec hostPath does not exist on the host
+	CodeVersionTooLow      = "cdi-version-too-low"      // cdiVersion lower than the fields need (F7)
+	CodeDeviceNoEdits      = "device-no-edits"          // a device with no container edits (F8)
+	CodeDuplicateMount     = "duplicate-container-path" // two mounts at one container path in one container
+	CodeForeignMount       = "foreign-mount"            // another mount holds a container path nodeprep would use
+	CodeInvalidSpec        = "invalid-spec"             // the CDI library refuses the spec
+	CodeMissingDevice      = "missing-device"           // a device name the consumer asks for is absent (F6)
+	CodeMissingDeviceNode  = "missing-device-node"      // a GPU's /dev/nvidia<minor> is not in its device's edits
+	CodeNoLdcacheHook      = "no-ldcache-hook"          // no update-ldcache hook: bare sonames rely on the image's cache
+	CodeSpecName           = "spec-name"                // a spec file runtimes will not load (not *.json or *.yaml)
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:
 // "error  missing-icd  message".
 type Finding struct {
-	Severity Severity `json:"severity" yaml:"severity"`
-	Code     string   `json:"code" yaml:"code"`
-	Message  string   `json:"message" yaml:"message"`
+	Severity Severity `json:"severity" yaml:"severity"` // error or warning
+	Code     string   `json:"code" yaml:"code"`         // one of the Code* constants
+	Message  string   `json:"message" yaml:"message"`   // what is wrong, naming the file or value
 }
 
+// String is the finding as `cdi check` prints it: "severity  code  message".
 func (f Finding) String() string {
 	return fmt.Sprintf("%-7s  %s  %s", f.Severity, f.Code, f.Message)
 }

@@ -45,7 +45,9 @@ func FuzzPatchIdempotent(f *testing.F) {
 	for _, s := range []string{"nixos-h200", "fhs-ubuntu", "broken-low-version", "broken-index-names"} {
 		data, err := os.ReadFile(filepath.Join("..", "testdata", "hosts", s, "run", "cdi", "nvidia-container-toolkit.json"))
 		if err != nil {
-			data, _ = os.ReadFile(filepath.Join("..", "testdata", "hosts", s, "var", "run", "cdi", "nvidia-container-toolkit.json"))
+			if data, err = os.ReadFile(filepath.Join("..", "testdata", "hosts", s, "var", "run", "cdi", "nvidia-container-toolkit.json")); err != nil {
+				f.Fatalf("seed %s: %v", s, err)
+			}
 		}
 		f.Add(data)
 	}
@@ -85,6 +87,32 @@ func FuzzPatchIdempotent(f *testing.F) {
 		twice, _ := cdi.Encode(again, cdi.FormatJSON)
 		if !bytes.Equal(once, twice) {
 			t.Fatal("patch(patch(x)) != patch(x)")
+		}
+	})
+}
+
+// FuzzParseSpec: whatever ParseSpec accepts encodes and parses back to the
+// same bytes (what PatchFile writes, it can read again unchanged).
+func FuzzParseSpec(f *testing.F) {
+	f.Add([]byte(`{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"0","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0"}]}}]}`))
+	f.Add([]byte("cdiVersion: 0.6.0\nkind: a.com/b\nannotations: {x: y}\ndevices: []\n"))
+	f.Add([]byte("{} {}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		spec, err := cdi.ParseSpec(data)
+		if err != nil {
+			return
+		}
+		once, err := cdi.Encode(spec, cdi.FormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := cdi.ParseSpec(once)
+		if err != nil {
+			t.Fatalf("our own encoding does not parse: %v\n%s", err, once)
+		}
+		twice, _ := cdi.Encode(again, cdi.FormatJSON)
+		if !bytes.Equal(once, twice) {
+			t.Fatalf("round trip changed the spec:\n%s\n%s", once, twice)
 		}
 	})
 }

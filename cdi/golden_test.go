@@ -31,7 +31,7 @@ func TestGolden(t *testing.T) {
 			root := hostTree(t, tt.scenario)
 			opts := cdi.FileOptions{Spec: specPath, Discover: cdi.DiscoverOptions{DriverRoot: tt.driver, Arch: tt.arch}}
 
-			check, err := cdi.CheckFile(root, opts, nil)
+			check, err := cdi.CheckFile(root, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("second patch changed the file")
 			}
 			// And a patched spec passes check, but for host warnings.
-			check2, err := cdi.CheckFile(root, opts, nil)
+			check2, err := cdi.CheckFile(root, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,7 +31,7 @@ const (
 // ManifestInfo is what nodeprep reads from a loader manifest: its format
 // version, API version and the libraries it names.
 type ManifestInfo struct {
-	FileFormatVersion string `json:"fileFormatVersion" yaml:"fileFormatVersion"`
+	FileFormatVersion string `json:"fileFormatVersion" yaml:"fileFormatVersion"` // the manifest's file_format_version ("1.0.1")
 	// APIVersion is the Vulkan API version an ICD or layer declares; empty
 	// for EGL manifests.
 	APIVersion string `json:"apiVersion,omitempty" yaml:"apiVersion,omitempty"`

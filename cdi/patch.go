@@ -24,13 +24,14 @@ type Change struct {
 	// Role is the graphics role, or "library" for a mount added so a
 	// manifest's library resolves.
 	Role          string `json:"role,omitempty" yaml:"role,omitempty"`
-	HostPath      string `json:"hostPath,omitempty" yaml:"hostPath,omitempty"`
-	ContainerPath string `json:"containerPath,omitempty" yaml:"containerPath,omitempty"`
+	HostPath      string `json:"hostPath,omitempty" yaml:"hostPath,omitempty"`           // host path of the mount's source
+	ContainerPath string `json:"containerPath,omitempty" yaml:"containerPath,omitempty"` // where the mount appears in the container
 	// From and To are the old and new cdiVersion for Action "cdiVersion".
 	From string `json:"from,omitempty" yaml:"from,omitempty"`
-	To   string `json:"to,omitempty" yaml:"to,omitempty"`
+	To   string `json:"to,omitempty" yaml:"to,omitempty"` // see From
 }
 
+// String is the change in one line, as `cdi patch` prints it.
 func (c Change) String() string {
 	switch c.Action {
 	case "cdiVersion":

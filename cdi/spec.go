@@ -62,8 +62,8 @@ type Format string
 
 // Spec encodings; the CDI library picks them by file extension.
 const (
-	FormatJSON Format = "json"
-	FormatYAML Format = "yaml"
+	FormatJSON Format = "json" // *.json and anything not YAML
+	FormatYAML Format = "yaml" // *.yaml and *.yml
 )
 
 // FormatOf returns the encoding of a spec file by its extension: ".yaml"

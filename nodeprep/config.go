@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
 // DefaultConfigPath is the host path of the config file read when --config
@@ -26,11 +26,11 @@ const DefaultConfigPath = "/etc/nodeprep/config.yaml"
 // README's "Config file" section lists both. The zero value of a field
 // means "use the default" (see DefaultConfig).
 type Config struct {
-	CDI      CDIConfig      `yaml:"cdi" json:"cdi"`
-	NVML     NVMLConfig     `yaml:"nvml" json:"nvml"`
-	Join     JoinConfig     `yaml:"join" json:"join"`
-	Selftest SelftestConfig `yaml:"selftest" json:"selftest"`
-	Up       UpConfig       `yaml:"up" json:"up"`
+	CDI      CDIConfig      `yaml:"cdi" json:"cdi"`           // the `cdi:` section
+	NVML     NVMLConfig     `yaml:"nvml" json:"nvml"`         // the `nvml:` section
+	Join     JoinConfig     `yaml:"join" json:"join"`         // the `join:` section
+	Selftest SelftestConfig `yaml:"selftest" json:"selftest"` // the `selftest:` section
+	Up       UpConfig       `yaml:"up" json:"up"`             // the `up:` section
 	// Wait is how long to wait for another nodeprep's lock (0: fail at once).
 	Wait time.Duration `yaml:"wait" json:"wait"`
 }
@@ -125,21 +125,21 @@ func DefaultConfig(arch string) Config {
 	yes := func() *bool { b := true; return &b }
 	return Config{
 		CDI: CDIConfig{
-			Spec:           "/var/run/cdi/nvidia-container-toolkit.json",
+			Spec:           cdi.DefaultSpecPath,
 			DriverRoot:     "/run/opengl-driver",
 			DeviceNames:    []string{"uuid"},
 			ContainerPaths: cdi.DefaultContainerPaths(arch),
 		},
 		Join: JoinConfig{
-			K3sConfig:    "/etc/rancher/k3s/config.yaml",
-			DropIn:       "50-nodeprep.yaml",
+			K3sConfig:    k3s.DefaultConfigPath,
+			DropIn:       k3s.DefaultDropIn,
 			DefaultTaint: yes(),
 			GFDLabels:    yes(),
 		},
 		Selftest: SelftestConfig{
-			VulkanLoader: "libvulkan.so.1",
-			EGLLib:       "libEGL.so.1",
-			Timeout:      30 * time.Second,
+			VulkanLoader: selftest.DefaultVulkanLoader,
+			EGLLib:       selftest.DefaultEGLLibrary,
+			Timeout:      selftest.DefaultTimeout,
 			RequireEGL:   yes(),
 		},
 		Up: UpConfig{
@@ -195,19 +195,17 @@ func (c Config) Validate() error {
 	} {
 		abs(key, p, false)
 	}
-	for _, s := range c.CDI.DeviceNames {
-		if s != DeviceNameUUID && s != DeviceNameIndex {
-			errs = append(errs, fmt.Errorf("cdi.deviceNames has %q, want %q or %q", s, DeviceNameUUID, DeviceNameIndex))
-		}
+	if err := CheckDeviceNames(c.CDI.DeviceNames); err != nil {
+		errs = append(errs, fmt.Errorf("cdi.deviceNames: %w", err))
 	}
 	abs("join.k3sConfig", c.Join.K3sConfig, false)
-	if d := c.Join.DropIn; strings.Contains(d, "/") || !k3s.IsDropInName(d) {
-		errs = append(errs, fmt.Errorf("join.dropIn is %q, want a plain file name ending in .yaml or .yml (k3s reads no other)", d))
+	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
+		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))
 	}
 	abs("up.statusFile", c.Up.StatusFile, false)
 	abs("up.metricsFile", c.Up.MetricsFile, true)
-	if c.Up.OnSelftestFailure != PolicyBlock && c.Up.OnSelftestFailure != PolicyTaint {
-		errs = append(errs, fmt.Errorf("up.onSelftestFailure is %q, want block or taint", c.Up.OnSelftestFailure))
+	if err := CheckPolicy(c.Up.OnSelftestFailure); err != nil {
+		errs = append(errs, fmt.Errorf("up.onSelftestFailure: %w", err))
 	}
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))

@@ -39,7 +39,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: "cannot unmarshal"},
 		{name: "empty spec path", yaml: "cdi:\n  spec: \"\"\n", err: "cdi.spec is \"\", want an absolute path"},
 		{name: "relative container path", yaml: "cdi:\n  containerPaths:\n    libDir: lib\n", err: "cdi.containerPaths.libDir"},
-		{name: "bad strategy", yaml: "cdi:\n  deviceNames: [foo]\n", err: "cdi.deviceNames has \"foo\""},
+		{name: "bad strategy", yaml: "cdi:\n  deviceNames: [foo]\n", err: "cdi.deviceNames: device-name strategy \"foo\""},
 		{name: "drop-in in a subdirectory", yaml: "join:\n  dropIn: sub/x.yaml\n", err: "plain file name"},
 		{name: "drop-in k3s ignores", yaml: "join:\n  dropIn: foo.txt\n", err: "join.dropIn"},
 		{name: "relative metrics", yaml: "up:\n  metricsFile: x.prom\n", err: "up.metricsFile"},

@@ -1,6 +1,7 @@
 package nodeprep
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -13,9 +14,30 @@ import (
 // spec for it. The k8s device plugin's default id strategy asks for
 // nvidia.com/gpu=GPU-<uuid>; "index" asks for nvidia.com/gpu=0.
 const (
-	DeviceNameUUID  = "uuid"
-	DeviceNameIndex = "index"
+	DeviceNameUUID  = "uuid"  // the GPU's UUID, GPU-<uuid>: what the k8s device plugin asks for
+	DeviceNameIndex = "index" // the GPU's NVML index, "0"
 )
+
+// CheckDeviceNames returns an error (unmarked: callers give it the kind)
+// naming every strategy that is not DeviceNameUUID or DeviceNameIndex.
+func CheckDeviceNames(strategies []string) error {
+	var errs []error
+	for _, s := range strategies {
+		if s != DeviceNameUUID && s != DeviceNameIndex {
+			errs = append(errs, fmt.Errorf("device-name strategy %q: want %q or %q", s, DeviceNameUUID, DeviceNameIndex))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckPolicy returns an error (unmarked) unless p is PolicyBlock or
+// PolicyTaint.
+func CheckPolicy(p string) error {
+	if p != PolicyBlock && p != PolicyTaint {
+		return fmt.Errorf("self-test failure policy %q: want %s or %s", p, PolicyBlock, PolicyTaint)
+	}
+	return nil
+}
 
 // ExpectedCDIDevices returns the devices the CDI spec must serve for the
 // healthy GPUs of inv under the given strategies (FIELD-REPORTS F6): per
@@ -25,10 +47,8 @@ const (
 // is an error marked fault.ErrMalformed.
 func ExpectedCDIDevices(inv *gpu.Inventory, strategies []string) ([]cdi.ExpectedDevice, error) {
 	var out []cdi.ExpectedDevice
-	for _, s := range strategies {
-		if s != DeviceNameUUID && s != DeviceNameIndex {
-			return nil, fault.Malformed(fmt.Errorf("cdi.deviceNames: unknown strategy %q, want %q or %q", s, DeviceNameUUID, DeviceNameIndex))
-		}
+	if err := CheckDeviceNames(strategies); err != nil {
+		return nil, fault.Malformed(err)
 	}
 	for _, g := range inv.Healthy() {
 		node := fmt.Sprintf("/dev/nvidia%d", g.Minor)

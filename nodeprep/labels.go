@@ -17,20 +17,20 @@ import (
 // nvml.go for the CUDA version and MIG labels). Values are decimal numbers
 // except product, family, the .full versions and mig.capable ("true"/"false").
 const (
-	LabelGPUProduct         = "nvidia.com/gpu.product"
-	LabelGPUCount           = "nvidia.com/gpu.count"
-	LabelGPUMemory          = "nvidia.com/gpu.memory" // MiB
-	LabelGPUFamily          = "nvidia.com/gpu.family"
-	LabelGPUComputeMajor    = "nvidia.com/gpu.compute.major"
-	LabelGPUComputeMinor    = "nvidia.com/gpu.compute.minor"
-	LabelCUDADriverMajor    = "nvidia.com/cuda.driver-version.major"
-	LabelCUDADriverMinor    = "nvidia.com/cuda.driver-version.minor"
-	LabelCUDADriverRevision = "nvidia.com/cuda.driver-version.revision"
-	LabelCUDADriverFull     = "nvidia.com/cuda.driver-version.full"
-	LabelCUDARuntimeMajor   = "nvidia.com/cuda.runtime-version.major"
-	LabelCUDARuntimeMinor   = "nvidia.com/cuda.runtime-version.minor"
-	LabelCUDARuntimeFull    = "nvidia.com/cuda.runtime-version.full"
-	LabelMIGCapable         = "nvidia.com/mig.capable"
+	LabelGPUProduct         = "nvidia.com/gpu.product"                  // the product name, sanitised as GFD does (SanitiseProduct)
+	LabelGPUCount           = "nvidia.com/gpu.count"                    // number of GPUs
+	LabelGPUMemory          = "nvidia.com/gpu.memory"                   // MiB
+	LabelGPUFamily          = "nvidia.com/gpu.family"                   // architecture family (ArchFamily): hopper, ampere, ...
+	LabelGPUComputeMajor    = "nvidia.com/gpu.compute.major"            // CUDA compute capability, major
+	LabelGPUComputeMinor    = "nvidia.com/gpu.compute.minor"            // CUDA compute capability, minor
+	LabelCUDADriverMajor    = "nvidia.com/cuda.driver-version.major"    // kernel driver version, major (550)
+	LabelCUDADriverMinor    = "nvidia.com/cuda.driver-version.minor"    // kernel driver version, minor (54)
+	LabelCUDADriverRevision = "nvidia.com/cuda.driver-version.revision" // kernel driver version, revision (15)
+	LabelCUDADriverFull     = "nvidia.com/cuda.driver-version.full"     // kernel driver version (550.54.15)
+	LabelCUDARuntimeMajor   = "nvidia.com/cuda.runtime-version.major"   // CUDA version the driver supports, major (12)
+	LabelCUDARuntimeMinor   = "nvidia.com/cuda.runtime-version.minor"   // CUDA version the driver supports, minor (4)
+	LabelCUDARuntimeFull    = "nvidia.com/cuda.runtime-version.full"    // CUDA version the driver supports (12.4)
+	LabelMIGCapable         = "nvidia.com/mig.capable"                  // true when any GPU is MIG-capable
 )
 
 // nodeprep's own label keys, under nodeprep.dev/.
@@ -46,9 +46,9 @@ const (
 
 // The values of LabelSelftest.
 const (
-	SelftestPassed  = "passed"
-	SelftestFailed  = "failed"
-	SelftestSkipped = "skipped"
+	SelftestPassed  = "passed"  // every GPU matched a working adapter
+	SelftestFailed  = "failed"  // the node joined tainted (policy taint)
+	SelftestSkipped = "skipped" // the self-test did not run
 )
 
 // DefaultTaintString is nodeprep's default taint: only pods that tolerate

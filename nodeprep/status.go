@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -15,7 +16,8 @@ import (
 )
 
 // writeOutputs writes the status file and, when set, the metrics file,
-// each atomically. Errors are marked fault.ErrCantWrite.
+// each atomically. Write errors are marked fault.ErrCantWrite; an encoding
+// error (a bug) is returned as is.
 func (u *upRun) writeOutputs() error {
 	r := u.report
 	if u.opts.StatusFile != "" {
@@ -53,7 +55,7 @@ func (u *upRun) writeOutputs() error {
 //	nodeprep_stage_duration_seconds{stage}       each stage's wall time
 //	nodeprep_stage_ok{stage}                     1 ok or warning, 0 failed or skipped
 //	nodeprep_tainted                             1 when joined with the unhealthy taint
-func Metrics(r *Report, now interface{ Unix() int64 }) ([]byte, error) {
+func Metrics(r *Report, now time.Time) ([]byte, error) {
 	gpus, healthy := 0, 0
 	if r.Inventory != nil {
 		gpus, healthy = len(r.Inventory.GPUs), len(r.Inventory.Healthy())

@@ -35,17 +35,17 @@ const UnhealthyTaint = "nodeprep.dev/gpu-unhealthy=true:NoExecute"
 
 // Stage names, in pipeline order.
 const (
-	StageInventory = "inventory"
-	StageCDI       = "cdi"
-	StageSelftest  = "selftest"
-	StageJoin      = "join"
+	StageInventory = "inventory" // GPU inventory from NVML
+	StageCDI       = "cdi"       // CDI spec patch and device-name check
+	StageSelftest  = "selftest"  // adapter self-test (and in-container, when configured)
+	StageJoin      = "join"      // the k3s drop-in
 )
 
 // Stage statuses.
 const (
-	StatusOK      = "ok"
+	StatusOK      = "ok"      // passed
 	StatusWarning = "warning" // passed with a caveat (e.g. tainted)
-	StatusFailed  = "failed"
+	StatusFailed  = "failed"  // made the node unsafe; later stages are skipped
 	StatusSkipped = "skipped" // an earlier stage failed
 )
 
@@ -65,7 +65,7 @@ type UpOptions struct {
 	// CDI names the spec and the driver root; DeviceNames are the
 	// device-name strategies the spec must serve (DeviceNameUUID, ...).
 	CDI         cdi.FileOptions
-	DeviceNames []string
+	DeviceNames []string // device-name strategies the spec must serve (DeviceNameUUID, ...)
 	// Selftest are the self-test's options (child command, loader, timeout).
 	Selftest []selftest.Option
 	// Container, when set, also runs the self-test inside an OCI container
@@ -76,25 +76,25 @@ type UpOptions struct {
 	// ExtraLabels added; its Taints are used as given (plus UnhealthyTaint
 	// under PolicyTaint).
 	Join        k3s.Options
-	GFDLabels   bool
-	ExtraLabels []k3s.Label
+	GFDLabels   bool        // add GFD's nvidia.com/ labels
+	ExtraLabels []k3s.Label // the user's labels; they win over generated ones
 	// OnSelftestFailure is PolicyBlock (default) or PolicyTaint.
 	OnSelftestFailure string
 	// StatusFile is the host path of the status report (written always).
 	StatusFile string
 	// MetricsFile is the host path of the Prometheus textfile ("" = none).
 	MetricsFile string
-	Notifier    Notifier
-	Log         *slog.Logger
+	Notifier    Notifier     // sd_notify, or nil
+	Log         *slog.Logger // diagnostics (nil: discarded)
 	// Now is the clock (time.Now when nil).
 	Now     func() time.Time
-	Version string
+	Version string // nodeprep's version, for the report
 }
 
 // StageResult is one stage's outcome.
 type StageResult struct {
-	Name   string `json:"name" yaml:"name"`
-	Status string `json:"status" yaml:"status"`
+	Name   string `json:"name" yaml:"name"`     // one of the Stage* constants
+	Status string `json:"status" yaml:"status"` // one of the Status* constants
 	// DurationMS is the stage's wall time in milliseconds.
 	DurationMS float64 `json:"durationMs" yaml:"durationMs"`
 	// Summary is the stage's key facts in one line.
@@ -106,44 +106,34 @@ type StageResult struct {
 // Report is the result of `nodeprep up`, written to the status file and
 // printed by `up -o json`.
 type Report struct {
-	Version string `json:"version" yaml:"version"`
+	Version string `json:"version" yaml:"version"` // nodeprep's version
 	// Ready is true when the node may join: every stage ok, or the
 	// self-test failed under PolicyTaint (then Tainted is true).
 	Ready   bool `json:"ready" yaml:"ready"`
-	Tainted bool `json:"tainted" yaml:"tainted"`
+	Tainted bool `json:"tainted" yaml:"tainted"` // see Ready
 	// Simulated is true when the inventory came from --simulate.
 	Simulated bool `json:"simulated" yaml:"simulated"`
 	// Verdict is "ready", "ready, tainted" or "not ready: <first reason>".
 	Verdict    string        `json:"verdict" yaml:"verdict"`
-	StartedAt  time.Time     `json:"startedAt" yaml:"startedAt"`
-	DurationMS float64       `json:"durationMs" yaml:"durationMs"`
-	Stages     []StageResult `json:"stages" yaml:"stages"`
+	StartedAt  time.Time     `json:"startedAt" yaml:"startedAt"`   // when the run started, UTC
+	DurationMS float64       `json:"durationMs" yaml:"durationMs"` // the whole run, ms
+	Stages     []StageResult `json:"stages" yaml:"stages"`         // every stage in order, skipped ones included
 	// FilesChanged are the host paths this run wrote (besides the status
 	// and metrics files).
 	FilesChanged []string         `json:"filesChanged" yaml:"filesChanged"`
-	Inventory    *gpu.Inventory   `json:"inventory,omitempty" yaml:"inventory,omitempty"`
-	CDI          *cdi.PatchResult `json:"cdi,omitempty" yaml:"cdi,omitempty"`
-	Selftest     *selftest.Report `json:"selftest,omitempty" yaml:"selftest,omitempty"`
+	Inventory    *gpu.Inventory   `json:"inventory,omitempty" yaml:"inventory,omitempty"` // the inventory stage's result
+	CDI          *cdi.PatchResult `json:"cdi,omitempty" yaml:"cdi,omitempty"`             // the CDI stage's result
+	Selftest     *selftest.Report `json:"selftest,omitempty" yaml:"selftest,omitempty"`   // the self-test's result
 	// Container is the in-container self-test, when configured.
 	Container *ctrtest.Report `json:"container,omitempty" yaml:"container,omitempty"`
-	Join      *k3s.Result     `json:"join,omitempty" yaml:"join,omitempty"`
+	Join      *k3s.Result     `json:"join,omitempty" yaml:"join,omitempty"` // the join stage's result
 	// PeakRSSMiB is this nodeprep process's peak resident memory in MiB
 	// (getrusage(2) ru_maxrss), without the probe children, which load the
 	// driver.
 	PeakRSSMiB  float64 `json:"peakRSSMiB" yaml:"peakRSSMiB"`
-	StatusFile  string  `json:"statusFile" yaml:"statusFile"`
-	MetricsFile string  `json:"metricsFile,omitempty" yaml:"metricsFile,omitempty"`
+	StatusFile  string  `json:"statusFile" yaml:"statusFile"`                       // host path of the status file
+	MetricsFile string  `json:"metricsFile,omitempty" yaml:"metricsFile,omitempty"` // host path of the metrics file, if any
 	stageErr    error   // the error of the stage that stopped the run
-}
-
-// Stage returns the named stage's result, or nil.
-func (r *Report) Stage(name string) *StageResult {
-	for i := range r.Stages {
-		if r.Stages[i].Name == name {
-			return &r.Stages[i]
-		}
-	}
-	return nil
 }
 
 // Err is nil for a ready node; otherwise the stopping stage's error, whose
@@ -167,10 +157,14 @@ type upRun struct {
 }
 
 // Up runs the boot pipeline: inventory, CDI patch, self-test, join, in
-// that order, stopping at the first stage that makes the node unsafe. It
-// always writes the status file (and the metrics file when set) and
-// notifies the service manager. The returned error is about the status
-// or metrics file only; the node's verdict is Report.Ready and Report.Err.
+// that order, stopping at the first stage that makes the node unsafe.
+//
+// Before any stage it runs the preflight (outputs writable, --container
+// inputs present); a preflight failure returns (nil, error) and nothing is
+// written. Otherwise it writes the status file (and the metrics file when
+// set) whatever the verdict, and notifies the service manager; the
+// returned error is then about those files only, and the node's verdict is
+// Report.Ready and Report.Err.
 func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -180,6 +174,9 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	}
 	if opts.OnSelftestFailure == "" {
 		opts.OnSelftestFailure = PolicyBlock
+	}
+	if err := CheckPolicy(opts.OnSelftestFailure); err != nil {
+		return nil, fault.Usage(err)
 	}
 	u := &upRun{host: host, opts: opts, report: &Report{
 		Version: opts.Version, StartedAt: opts.Now().UTC(), StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile,
@@ -430,10 +427,7 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
 		return nil
 	}
-	if errors.Is(failure, selftest.ErrLibraryNotFound) || errors.Is(failure, fault.ErrUnavailable) {
-		return fault.Unavailable(failure) // DESIGN.md: a required library or the runtime is unavailable
-	}
-	return fault.CheckFailed(failure)
+	return failure // marked by selftest's and ctrtest's Report.Err: 69 for a missing library or runtime, else 1
 }
 
 func (u *upRun) join(_ context.Context, st *StageResult) error {

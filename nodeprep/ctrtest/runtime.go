@@ -1,7 +1,6 @@
 package ctrtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
 // K3sRunc is where k3s keeps its bundled runc on a k3s node.
@@ -61,9 +61,9 @@ type Runtime struct {
 // RunError is a runtime command that failed: the command line, what it
 // printed on stderr, and the cause. It unwraps to the cause.
 type RunError struct {
-	Command []string
-	Stderr  string
-	Err     error
+	Command []string // the runtime's command line
+	Stderr  string   // what it printed on stderr (at most 64 KiB)
+	Err     error    // the cause
 }
 
 // Error says the command, the cause and the stderr on one line.
@@ -127,7 +127,7 @@ func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
 	type read struct{ report, other []byte }
 	readc := make(chan read, 1)
 	go func() {
-		rep, other := readReport(stdout, prefix)
+		rep, other, _ := selftest.ReadReport(stdout, prefix)
 		_, _ = io.Copy(io.Discard, stdout) // let the probe finish writing
 		readc <- read{rep, other}
 	}()
@@ -146,8 +146,16 @@ func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
 		select {
 		case werr = <-waitc:
 		case <-time.After(2 * time.Second):
+			// The runtime did not go: kill it, and close our end of the pipe
+			// so the reader returns even if a container process still holds
+			// the other end open.
 			_ = cmd.Process.Kill()
-			werr = <-waitc
+			_ = stdout.Close()
+			select {
+			case werr = <-waitc:
+			case <-time.After(5 * time.Second):
+				werr = fmt.Errorf("%s did not exit after SIGKILL", r.Path)
+			}
 		}
 	}
 	out.Stderr = stderr.Bytes()
@@ -202,30 +210,10 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	return line, nil
 }
 
-// readReport reads r until a line that starts with prefix (returned without
-// the prefix) or EOF, keeping at most 64 KiB of the other output.
-func readReport(r io.Reader, prefix string) (report, other []byte) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 8<<20 {
-			line = line[:8<<20]
-		}
-		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (err == nil || len(rest) > 0) {
-			return bytes.TrimSpace(rest), other
-		}
-		if len(other) < 64<<10 {
-			other = append(other, line...)
-		}
-		if err != nil {
-			return nil, other
-		}
-	}
-}
-
 // capped keeps the first 64 KiB written to it.
 type capped struct{ bytes.Buffer }
 
+// Write keeps the first 64 KiB written and reports every byte taken.
 func (c *capped) Write(p []byte) (int, error) {
 	if room := 64<<10 - c.Len(); room > 0 {
 		c.Buffer.Write(p[:min(len(p), room)])

@@ -185,7 +185,7 @@ type MissingSource struct {
 	// HostPath is the spec's hostPath; Source where it was looked for on
 	// this machine; Destination the container path.
 	HostPath, Source, Destination string
-	Err                           error
+	Err                           error // the stat error of the source
 }
 
 // Reroot re-roots the host side of the injected edits under host: every

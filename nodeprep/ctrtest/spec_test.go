@@ -261,20 +261,6 @@ func TestEscapeOverlay(t *testing.T) {
 	}
 }
 
-func TestReadReport(t *testing.T) {
-	t.Parallel()
-	rep, other := readReport(strings.NewReader("driver noise\nP: {\"a\":1}\nafter\n"), "P: ")
-	if string(rep) != `{"a":1}` || string(other) != "driver noise\n" {
-		t.Errorf("readReport = %q, %q", rep, other)
-	}
-	rep, other = readReport(strings.NewReader("no report"), "P: ")
-	if rep != nil || string(other) != "no report" {
-		t.Errorf("readReport = %q, %q", rep, other)
-	}
-}
-
-// The CDI library opens spec files with a blocking open: a FIFO in the spec
-// directory must be refused, not hang the self-test.
 func TestNewCacheRefusesFIFO(t *testing.T) {
 	dir := t.TempDir()
 	if err := syscall.Mkfifo(filepath.Join(dir, "zz-other.json"), 0o644); err != nil {

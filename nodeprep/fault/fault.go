@@ -33,6 +33,7 @@ type Error struct {
 	Err  error // the cause
 }
 
+// Error is the cause's message.
 func (e *Error) Error() string { return e.Err.Error() }
 
 // Unwrap returns both the kind and the cause, so errors.Is and errors.As see

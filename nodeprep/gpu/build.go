@@ -136,6 +136,7 @@ type LibraryError struct {
 	Return nvml.Return
 }
 
+// Error says what could not be loaded, where it was searched and why.
 func (e *LibraryError) Error() string {
 	detail := e.Detail
 	if detail == "" {

@@ -22,7 +22,7 @@ type Inventory struct {
 // GPU is one physical GPU. Pointer fields are absent (nil) when NVML says
 // NOT_SUPPORTED for them.
 type GPU struct {
-	Index int `json:"index" yaml:"index"`
+	Index int `json:"index" yaml:"index"` // NVML index, the order nvidia-smi uses
 	// Minor is the device minor number: the GPU's node is /dev/nvidia<Minor>.
 	Minor int `json:"minor" yaml:"minor"`
 	// UUID is NVML's UUID, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
@@ -42,7 +42,7 @@ type GPU struct {
 	MemoryMiB uint64 `json:"memoryMiB" yaml:"memoryMiB"`
 	// ComputeMajor and ComputeMinor are the CUDA compute capability (9.0).
 	ComputeMajor int `json:"computeMajor" yaml:"computeMajor"`
-	ComputeMinor int `json:"computeMinor" yaml:"computeMinor"`
+	ComputeMinor int `json:"computeMinor" yaml:"computeMinor"` // see ComputeMajor
 	// PersistenceMode is nil when not supported.
 	PersistenceMode *bool `json:"persistenceMode,omitempty" yaml:"persistenceMode,omitempty"`
 	// MIG is nil when the GPU is not MIG-capable.
@@ -62,7 +62,7 @@ type MIG struct {
 	// Current and Pending are the MIG modes now and after the next GPU
 	// reset; they differ while a mode change waits for a reset.
 	Current bool `json:"current" yaml:"current"`
-	Pending bool `json:"pending" yaml:"pending"`
+	Pending bool `json:"pending" yaml:"pending"` // see Current
 	// Devices are the MIG devices when Current is on.
 	Devices []MIGDevice `json:"devices,omitempty" yaml:"devices,omitempty"`
 }
@@ -82,7 +82,7 @@ type MIGDevice struct {
 
 // ECC is a GPU's ECC state.
 type ECC struct {
-	Enabled bool `json:"enabled" yaml:"enabled"`
+	Enabled bool `json:"enabled" yaml:"enabled"` // ECC mode now (not the pending mode)
 	// VolatileUncorrected is the count of uncorrected errors since the
 	// driver loaded.
 	VolatileUncorrected uint64 `json:"volatileUncorrected" yaml:"volatileUncorrected"`
@@ -94,16 +94,16 @@ type RemappedRows struct {
 	// of error; Pending is a remapping that waits for a GPU reset; Failure
 	// is a remapping that failed (nvmlDeviceGetRemappedRows).
 	Correctable   int  `json:"correctable" yaml:"correctable"`
-	Uncorrectable int  `json:"uncorrectable" yaml:"uncorrectable"`
-	Pending       bool `json:"pending" yaml:"pending"`
-	Failure       bool `json:"failure" yaml:"failure"`
+	Uncorrectable int  `json:"uncorrectable" yaml:"uncorrectable"` // rows remapped for uncorrectable errors
+	Pending       bool `json:"pending" yaml:"pending"`             // a remapping waits for a GPU reset
+	Failure       bool `json:"failure" yaml:"failure"`             // a remapping failed: the GPU is unhealthy
 }
 
 // Health is a verdict with its reasons; Healthy is false when any reason
 // is present.
 type Health struct {
-	Healthy bool     `json:"healthy" yaml:"healthy"`
-	Reasons []string `json:"reasons,omitempty" yaml:"reasons,omitempty"`
+	Healthy bool     `json:"healthy" yaml:"healthy"`                     // false when Reasons is not empty
+	Reasons []string `json:"reasons,omitempty" yaml:"reasons,omitempty"` // why the GPU is unhealthy, one per problem
 }
 
 // Healthy returns the GPUs whose health verdict is healthy, in order.

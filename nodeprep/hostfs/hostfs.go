@@ -305,8 +305,11 @@ func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
 	if err != nil {
 		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	cerr := f.Close()
+	if err := errors.Join(cerr, os.Remove(f.Name())); err != nil {
+		return fault.CantWrite(fmt.Errorf("checking %q: probe file %s: %w", hostPath, f.Name(), err))
+	}
+	return nil
 }
 
 // describeMode names a file type for messages ("a directory").

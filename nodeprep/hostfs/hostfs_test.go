@@ -150,8 +150,15 @@ func TestLock(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	f := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(f, nil, 0o644)
+	dir := t.TempDir()
+	root, err := hostfs.New(dir)
+	if err != nil || root.Dir() != dir {
+		t.Fatalf("New(%s) = %v, %v", dir, root, err)
+	}
+	f := filepath.Join(dir, "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, dir := range []string{f, "/no/such/dir"} {
 		if _, err := hostfs.New(dir); !errors.Is(err, fault.ErrUsage) {
 			t.Errorf("New(%s) = %v, want a usage error", dir, err)

@@ -48,7 +48,7 @@ type Options struct {
 	// They are written sorted; a label key or a taint key and effect given
 	// twice with different values is an error.
 	Labels []Label
-	Taints []Taint
+	Taints []Taint // see Labels
 	// K3sArgs are the k3s agent's command-line arguments; they apply after
 	// every file (see Merge).
 	K3sArgs []string
@@ -73,14 +73,14 @@ type Result struct {
 	Content string `json:"content" yaml:"content"`
 	// Labels and Taints are what the drop-in adds, sorted.
 	Labels []Label `json:"labels" yaml:"labels"`
-	Taints []Taint `json:"taints" yaml:"taints"`
+	Taints []Taint `json:"taints" yaml:"taints"` // see Labels
 	// Effective is the merged configuration with the new drop-in in place
 	// and the k3s arguments applied.
 	Effective *Effective `json:"effective" yaml:"effective"`
 	// Registered is true when k3s agent state shows the node has already
 	// registered; RegistrationEvidence names the file that shows it.
 	Registered           bool   `json:"registered" yaml:"registered"`
-	RegistrationEvidence string `json:"registrationEvidence,omitempty" yaml:"registrationEvidence,omitempty"`
+	RegistrationEvidence string `json:"registrationEvidence,omitempty" yaml:"registrationEvidence,omitempty"` // the agent state file that shows the node registered, or empty
 	// Warnings are findings that do not stop the write.
 	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
 	// Changed is true when the drop-in on disk differs from Content (or is
@@ -141,8 +141,8 @@ func Render(labels []Label, taints []Taint) []byte {
 // entries of other files that nodeprep's override.
 func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
-	if opts.DropIn != path.Base(opts.DropIn) || opts.DropIn == "." || opts.DropIn == ".." || !IsDropInName(opts.DropIn) {
-		return nil, fault.Malformed(fmt.Errorf("drop-in name %q: want a plain file name (no /) ending in .yaml or .yml (k3s reads only those)", opts.DropIn))
+	if err := CheckDropInName(opts.DropIn); err != nil {
+		return nil, fault.Malformed(err)
 	}
 	labels, taints, err := normalise(opts.Labels, opts.Taints)
 	if err != nil {

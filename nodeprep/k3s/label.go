@@ -158,9 +158,9 @@ type TaintEffect string
 
 // The taint effects Kubernetes knows (core/v1 types.go).
 const (
-	NoSchedule       TaintEffect = "NoSchedule"
-	PreferNoSchedule TaintEffect = "PreferNoSchedule"
-	NoExecute        TaintEffect = "NoExecute"
+	NoSchedule       TaintEffect = "NoSchedule"       // new pods without a toleration are not scheduled (Kubernetes taints docs)
+	PreferNoSchedule TaintEffect = "PreferNoSchedule" // the scheduler avoids the node when it can
+	NoExecute        TaintEffect = "NoExecute"        // running pods without a toleration are evicted too
 )
 
 // Taint is a node taint, written "key[=value]:Effect" (k3s --node-taint, the

@@ -22,8 +22,8 @@ const DefaultConfigPath = "/etc/rancher/k3s/config.yaml"
 // The config keys (and command-line flags, without "--") whose lists nodeprep
 // computes and writes.
 const (
-	KeyNodeLabel = "node-label"
-	KeyNodeTaint = "node-taint"
+	KeyNodeLabel = "node-label" // k3s's node-label key (kubelet --node-labels)
+	KeyNodeTaint = "node-taint" // k3s's node-taint key (kubelet --register-with-taints)
 )
 
 // ArgsSource is the Source of entries and changes that come from k3s
@@ -32,14 +32,24 @@ const ArgsSource = "k3s arguments"
 
 // File is one k3s config file: its host path and its bytes.
 type File struct {
-	Path string
-	Data []byte
+	Path string // host path of the file
+	Data []byte // its YAML
 }
 
 // DropInDir returns the drop-in directory of a k3s config file:
 // "<configPath>.d" (k3s docs, "Configuration File": "When overriding the
 // default config file name, the drop-in directory path is also modified").
 func DropInDir(configPath string) string { return configPath + ".d" }
+
+// CheckDropInName returns an error (unmarked: callers give it the kind)
+// unless name is a plain file name k3s reads from the drop-in directory:
+// no "/", not "." or "..", ending in .yaml or .yml (IsDropInName).
+func CheckDropInName(name string) error {
+	if name != path.Base(name) || name == "." || name == ".." || !IsDropInName(name) {
+		return fmt.Errorf("drop-in name %q: want a plain file name (no /) ending in .yaml or .yml (k3s reads only those)", name)
+	}
+	return nil
+}
 
 // IsDropInName reports whether k3s reads a file of this name from the
 // drop-in directory: names ending in .yaml or .yml, case-insensitively
@@ -101,23 +111,23 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 // Entry is one value of an effective list with the file (or ArgsSource)
 // that contributed it.
 type Entry struct {
-	Value  string `json:"value" yaml:"value"`
-	Source string `json:"source" yaml:"source"`
+	Value  string `json:"value" yaml:"value"`   // the label or taint as written
+	Source string `json:"source" yaml:"source"` // host path of the file, or ArgsSource
 }
 
 // Change is one write to a list key: a plain key (Append false) replaces the
 // list so far, "key+" (Append true) appends to it.
 type Change struct {
-	Source string   `json:"source" yaml:"source"`
-	Key    string   `json:"key" yaml:"key"`
-	Append bool     `json:"append" yaml:"append"`
-	Values []string `json:"values" yaml:"values"`
+	Source string   `json:"source" yaml:"source"` // host path of the file, or ArgsSource
+	Key    string   `json:"key" yaml:"key"`       // KeyNodeLabel or KeyNodeTaint, without "+"
+	Append bool     `json:"append" yaml:"append"` // written as "key+"
+	Values []string `json:"values" yaml:"values"` // the values written
 }
 
 // KeyRef names a key found in a file.
 type KeyRef struct {
-	Source string `json:"source" yaml:"source"`
-	Key    string `json:"key" yaml:"key"`
+	Source string `json:"source" yaml:"source"` // host path of the file
+	Key    string `json:"key" yaml:"key"`       // the top-level key, without "+"
 }
 
 // Effective is the merged k3s configuration as far as nodeprep cares: the
@@ -129,7 +139,7 @@ type Effective struct {
 	// NodeLabels and NodeTaints are the lists k3s passes to the kubelet
 	// (--node-labels, --register-with-taints), in order.
 	NodeLabels []Entry `json:"nodeLabels" yaml:"nodeLabels"`
-	NodeTaints []Entry `json:"nodeTaints" yaml:"nodeTaints"`
+	NodeTaints []Entry `json:"nodeTaints" yaml:"nodeTaints"` // see NodeLabels
 	// Changes are the writes to node-label and node-taint, in the order
 	// k3s applies them.
 	Changes []Change `json:"changes,omitempty" yaml:"changes,omitempty"`

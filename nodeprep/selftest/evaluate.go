@@ -41,8 +41,8 @@ type Hints struct {
 // ProbeResult is one probe child's outcome: the report it printed, or the
 // reason it printed none (timeout, crash, bad output).
 type ProbeResult[T any] struct {
-	Report  *T
-	Failure *Reason
+	Report  *T      // the child's report, or nil
+	Failure *Reason // why there is no report (timeout, crash, bad output)
 }
 
 // Evaluate decides the self-test from the inventory and the two probes

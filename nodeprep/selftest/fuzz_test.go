@@ -84,8 +84,11 @@ func FuzzReadReport(f *testing.F) {
 		if out.found && !bytes.Contains(data, out.report) {
 			t.Fatalf("report %q is not in the input", out.report)
 		}
-		if len(out.other) > 64<<10+len(data) {
-			t.Fatalf("kept %d bytes of other output", len(out.other))
+		if len(out.other) > 64<<10 || len(out.other) > len(data) {
+			t.Fatalf("kept %d bytes of other output from %d bytes of input (cap 64 KiB)", len(out.other), len(data))
+		}
+		if !out.found && bytes.Contains(data, []byte("\n"+ReportPrefix+"{")) && len(data) < 64<<10 {
+			t.Fatalf("missed a report line in %q", data)
 		}
 	})
 }

@@ -58,8 +58,8 @@ type API string
 
 // The probes.
 const (
-	APIVulkan API = "vulkan"
-	APIEGL    API = "egl"
+	APIVulkan API = "vulkan" // probe the Vulkan loader
+	APIEGL    API = "egl"    // probe libEGL
 )
 
 // ProbeRequest is the probe child's only argument, as JSON: what to open

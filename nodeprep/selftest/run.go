@@ -18,14 +18,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
 // Defaults of the options.
 const (
-	DefaultVulkanLoader = "libvulkan.so.1"
-	DefaultEGLLibrary   = "libEGL.so.1"
-	DefaultTimeout      = 30 * time.Second
+	DefaultVulkanLoader = "libvulkan.so.1" // the loader's soname, found by the dynamic linker
+	DefaultEGLLibrary   = "libEGL.so.1"    // glvnd's libEGL soname
+	DefaultTimeout      = 30 * time.Second // how long each probe child may run
 )
 
 // Errors.
@@ -190,9 +191,19 @@ type childOutput struct {
 	other  []byte
 }
 
-// readReport reads r until a line that starts with ReportPrefix (the
-// report) or EOF, keeping at most 64 KiB of other output for messages.
+// readReport reads a probe child's stdout (ReadReport with ReportPrefix).
 func readReport(r io.Reader) childOutput {
+	var out childOutput
+	out.report, out.other, out.found = ReadReport(r, ReportPrefix)
+	return out
+}
+
+// ReadReport reads r until a line that starts with prefix, and returns that
+// line without the prefix (found true), or EOF. It keeps at most 64 KiB of
+// the other output (for messages) and reads a line into memory only up to
+// 8 MiB, so a child that prints without newlines cannot exhaust memory.
+// The in-container self-test reads its containers' output with it too.
+func ReadReport(r io.Reader, prefix string) (report, other []byte, found bool) {
 	var out childOutput
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
@@ -205,15 +216,14 @@ func readReport(r io.Reader) childOutput {
 				line = append(append([]byte{}, line...), more...)
 			}
 		}
-		if rest, ok := bytes.CutPrefix(line, []byte(ReportPrefix)); ok && (err == nil || len(rest) > 0) {
-			out.report, out.found = bytes.TrimSpace(bytes.Clone(rest)), true
-			return out
+		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (err == nil || len(rest) > 0) {
+			return bytes.TrimSpace(bytes.Clone(rest)), out.other, true
 		}
 		if len(out.other) < 64<<10 {
-			out.other = append(out.other, line...)
+			out.other = append(out.other, line[:min(len(line), 64<<10-len(out.other))]...)
 		}
 		if err != nil {
-			return out
+			return nil, out.other, false
 		}
 	}
 }
@@ -444,9 +454,9 @@ func splitList(s string) []string {
 }
 
 // Err returns nil when the self-test passed; otherwise an error wrapping
-// ErrFailed whose message lists the reasons, also wrapping
-// ErrLibraryNotFound when the Vulkan loader (or a required libEGL) could
-// not be opened.
+// ErrFailed whose message lists the reasons, marked fault.ErrCheckFailed,
+// or, when the Vulkan loader (or a required libEGL) could not be opened,
+// wrapping ErrLibraryNotFound and marked fault.ErrUnavailable.
 func (r *Report) Err() error {
 	if r.Passed {
 		return nil
@@ -463,9 +473,10 @@ func (r *Report) Err() error {
 		msgs = append(msgs, "no reason recorded")
 	}
 	if missing {
-		return fmt.Errorf("%w: %w: %s", ErrFailed, ErrLibraryNotFound, strings.Join(msgs, "; "))
+		// DESIGN.md: a required library that is unavailable is exit 69.
+		return fault.Unavailable(fmt.Errorf("%w: %w: %s", ErrFailed, ErrLibraryNotFound, strings.Join(msgs, "; ")))
 	}
-	return fmt.Errorf("%w: %s", ErrFailed, strings.Join(msgs, "; "))
+	return fault.CheckFailed(fmt.Errorf("%w: %s", ErrFailed, strings.Join(msgs, "; ")))
 }
 
 // capped is a bytes.Buffer that keeps at most limit bytes (the first ones)
@@ -475,6 +486,7 @@ type capped struct {
 	limit int
 }
 
+// Write keeps the first 64 KiB written and reports every byte taken.
 func (c *capped) Write(p []byte) (int, error) {
 	if room := c.limit - c.Len(); room > 0 {
 		if len(p) > room {

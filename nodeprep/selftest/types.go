@@ -96,9 +96,9 @@ type VulkanReport struct {
 	// creation and the enumeration with property queries; TotalMS is the
 	// whole probe including dispatches. All in milliseconds.
 	LoadMS      float64 `json:"loadMs" yaml:"loadMs"`
-	InstanceMS  float64 `json:"instanceMs" yaml:"instanceMs"`
-	EnumerateMS float64 `json:"enumerateMs" yaml:"enumerateMs"`
-	TotalMS     float64 `json:"totalMs" yaml:"totalMs"`
+	InstanceMS  float64 `json:"instanceMs" yaml:"instanceMs"`   // vkCreateInstance, ms
+	EnumerateMS float64 `json:"enumerateMs" yaml:"enumerateMs"` // vkEnumeratePhysicalDevices and properties, ms
+	TotalMS     float64 `json:"totalMs" yaml:"totalMs"`         // the whole probe, ms
 }
 
 // ICDCheck is one Vulkan driver (ICD) manifest and whether its library can
@@ -123,13 +123,13 @@ type Adapter struct {
 	Name string `json:"name" yaml:"name"`
 	// Vendor and Device are the PCI (or Khronos) vendor and device ids.
 	Vendor uint32 `json:"vendor" yaml:"vendor"`
-	Device uint32 `json:"device" yaml:"device"`
+	Device uint32 `json:"device" yaml:"device"` // PCI device id
 	// DeviceType is wgpu's device type.
 	DeviceType DeviceType `json:"deviceType" yaml:"deviceType"`
 	// Driver and DriverInfo are VkPhysicalDeviceDriverProperties'
 	// driverName and driverInfo, "?" when not available (as wgpu does).
 	Driver     string `json:"driver" yaml:"driver"`
-	DriverInfo string `json:"driverInfo" yaml:"driverInfo"`
+	DriverInfo string `json:"driverInfo" yaml:"driverInfo"` // driver version text (VkPhysicalDeviceDriverProperties.driverInfo)
 	// Backend is always BackendVulkan.
 	Backend string `json:"backend" yaml:"backend"`
 	// DeviceUUID is VkPhysicalDeviceIDProperties.deviceUUID formatted as
@@ -147,7 +147,7 @@ type Adapter struct {
 	// Hidden is true when wgpu would not expose the adapter; HiddenReason
 	// says why.
 	Hidden       bool   `json:"hidden,omitempty" yaml:"hidden,omitempty"`
-	HiddenReason string `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"`
+	HiddenReason string `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"` // why wgpu would hide it
 	// Dispatch is the compute dispatch's result; nil when none was run
 	// (hidden adapter, no compute queue).
 	Dispatch *Dispatch `json:"dispatch,omitempty" yaml:"dispatch,omitempty"`
@@ -167,15 +167,15 @@ type Dispatch struct {
 	Verified bool `json:"verified" yaml:"verified"`
 	// Elements is the buffer's length in uint32 values; Seed the pattern's seed.
 	Elements int    `json:"elements" yaml:"elements"`
-	Seed     uint32 `json:"seed" yaml:"seed"`
+	Seed     uint32 `json:"seed" yaml:"seed"` // seed of the pattern the shader writes
 	// Wrong counts the elements that differ from the pattern; FirstWrong
 	// describes the first ("element 0: got 0xdeadbeef, want 0x1234abcd").
 	Wrong      int    `json:"wrong" yaml:"wrong"`
-	FirstWrong string `json:"firstWrong,omitempty" yaml:"firstWrong,omitempty"`
+	FirstWrong string `json:"firstWrong,omitempty" yaml:"firstWrong,omitempty"` // the first wrong element, "index: got want"
 	// Step and Result name the Vulkan call that failed and its VkResult
 	// (VK_TIMEOUT when the fence did not signal in time).
 	Step   string `json:"step,omitempty" yaml:"step,omitempty"`
-	Result string `json:"result,omitempty" yaml:"result,omitempty"`
+	Result string `json:"result,omitempty" yaml:"result,omitempty"` // the VkResult of the failed step
 	// Timings of each step, in milliseconds.
 	Timings DispatchTimings `json:"timings" yaml:"timings"`
 }
@@ -213,7 +213,7 @@ type EGLReport struct {
 // (EGL_EXT_platform_device) with a surfaceless, configless context
 // (EGL_KHR_surfaceless_context, EGL_KHR_no_config_context).
 type EGLDevice struct {
-	Index int `json:"index" yaml:"index"`
+	Index int `json:"index" yaml:"index"` // position in eglQueryDevicesEXT's list
 	// UUID is EGL_DEVICE_UUID_EXT (EGL_EXT_device_persistent_id) in the
 	// "GPU-..." form; empty when the device lacks the extension.
 	UUID string `json:"uuid,omitempty" yaml:"uuid,omitempty"`
@@ -225,20 +225,20 @@ type EGLDevice struct {
 	Software bool `json:"software,omitempty" yaml:"software,omitempty"`
 	// Vendor and Version are the display's EGL_VENDOR and EGL_VERSION.
 	Vendor  string `json:"vendor,omitempty" yaml:"vendor,omitempty"`
-	Version string `json:"version,omitempty" yaml:"version,omitempty"`
+	Version string `json:"version,omitempty" yaml:"version,omitempty"` // EGL_VERSION of the display
 	// API is the client API the context was made for ("OpenGL", "OpenGL ES").
 	API string `json:"api,omitempty" yaml:"api,omitempty"`
 	// GLVendor, GLRenderer and GLVersion are glGetString's answers.
 	GLVendor   string `json:"glVendor,omitempty" yaml:"glVendor,omitempty"`
-	GLRenderer string `json:"glRenderer,omitempty" yaml:"glRenderer,omitempty"`
-	GLVersion  string `json:"glVersion,omitempty" yaml:"glVersion,omitempty"`
+	GLRenderer string `json:"glRenderer,omitempty" yaml:"glRenderer,omitempty"` // GL_RENDERER of the context
+	GLVersion  string `json:"glVersion,omitempty" yaml:"glVersion,omitempty"`   // GL_VERSION of the context
 	// Error names the step that failed and the EGL error; empty when a
 	// context was made current and GL answered.
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
 	// InitMS times eglGetPlatformDisplayEXT and eglInitialize; ContextMS
 	// the context, make-current and GL queries. Milliseconds.
 	InitMS    float64 `json:"initMs" yaml:"initMs"`
-	ContextMS float64 `json:"contextMs" yaml:"contextMs"`
+	ContextMS float64 `json:"contextMs" yaml:"contextMs"` // context creation and make-current, ms
 }
 
 // Label names the device in reasons: `EGL device 0 ("Mesa Project", llvmpipe ...)`.
@@ -274,7 +274,7 @@ type Report struct {
 	RequireEGL bool `json:"requireEGL" yaml:"requireEGL"`
 	// Vulkan and EGL are the two probes' reports.
 	Vulkan VulkanReport `json:"vulkan" yaml:"vulkan"`
-	EGL    EGLReport    `json:"egl" yaml:"egl"`
+	EGL    EGLReport    `json:"egl" yaml:"egl"` // the EGL probe's report
 	// Matches has one entry per inventory GPU, in inventory order.
 	Matches []Match `json:"matches" yaml:"matches"`
 	// DurationMS is the whole self-test, children included, in milliseconds.
@@ -286,8 +286,8 @@ type Match struct {
 	// GPU, UUID and Name identify the inventory GPU (gpu.GPU's Index,
 	// UUID, Name).
 	GPU  int    `json:"gpu" yaml:"gpu"`
-	UUID string `json:"uuid" yaml:"uuid"`
-	Name string `json:"name" yaml:"name"`
+	UUID string `json:"uuid" yaml:"uuid"` // the GPU's NVML UUID
+	Name string `json:"name" yaml:"name"` // the GPU's product name
 	// Adapter is the Index of the Vulkan adapter that satisfies the GPU;
 	// nil when none does.
 	Adapter *int `json:"adapter,omitempty" yaml:"adapter,omitempty"`
@@ -328,8 +328,8 @@ const (
 
 // Reason is one failure.
 type Reason struct {
-	Kind    ReasonKind `json:"kind" yaml:"kind"`
-	Message string     `json:"message" yaml:"message"`
+	Kind    ReasonKind `json:"kind" yaml:"kind"`       // one of the Reason* kinds
+	Message string     `json:"message" yaml:"message"` // what failed and what to do
 }
 
 // String is "kind: message".

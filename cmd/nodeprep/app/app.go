@@ -18,20 +18,20 @@ import (
 
 // IOStreams are the standard streams a command uses; tests pass buffers.
 type IOStreams struct {
-	In     io.Reader
-	Out    io.Writer
-	ErrOut io.Writer
+	In     io.Reader // standard input
+	Out    io.Writer // data: reports in the --output format
+	ErrOut io.Writer // logs and error messages
 }
 
 // Exit codes (DESIGN.md, "Exit codes"; the 6x/7x values are sysexits.h's).
 const (
-	ExitOK          = 0
-	ExitCheckFailed = 1
-	ExitUsage       = 2
-	ExitMalformed   = 65
-	ExitUnavailable = 69
-	ExitCantWrite   = 73
-	ExitLocked      = 75
+	ExitOK          = 0  // ready, or the check passed
+	ExitCheckFailed = 1  // fault.ErrCheckFailed, and unmarked errors
+	ExitUsage       = 2  // fault.ErrUsage
+	ExitMalformed   = 65 // fault.ErrMalformed (EX_DATAERR)
+	ExitUnavailable = 69 // fault.ErrUnavailable (EX_UNAVAILABLE)
+	ExitCantWrite   = 73 // fault.ErrCantWrite (EX_CANTCREAT)
+	ExitLocked      = 75 // fault.ErrLocked (EX_TEMPFAIL)
 )
 
 // Main runs nodeprep with the process's arguments and streams and returns
@@ -101,7 +101,10 @@ func isMarked(err error) bool {
 // (a check's findings): Main exits with its code and prints nothing more.
 type silentError struct{ err error }
 
+// Error is the wrapped error's message.
 func (e *silentError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *silentError) Unwrap() error { return e.err }
 
 // silent wraps err so that it is not printed again; nil stays nil.

@@ -209,7 +209,8 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	default:
 		return err
 	}
-	res, err := cdi.CheckFile(g.host, opts, expect)
+	opts.Expect = expect
+	res, err := cdi.CheckFile(g.host, opts)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,7 @@ type indent struct {
 	mid bool // the last write ended inside a line
 }
 
+// Write implements io.Writer.
 func (i *indent) Write(p []byte) (int, error) {
 	var b strings.Builder
 	for _, c := range string(p) {

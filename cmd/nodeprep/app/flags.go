@@ -43,10 +43,13 @@ func checkFlags(fs *pflag.FlagSet) error {
 		}
 	}
 	if f := fs.Lookup("device-names"); f != nil && f.Changed {
-		for _, s := range f.Value.(pflag.SliceValue).GetSlice() {
-			if s != nodeprep.DeviceNameUUID && s != nodeprep.DeviceNameIndex {
-				errs = append(errs, fmt.Errorf("--device-names %q: want %s and/or %s", s, nodeprep.DeviceNameUUID, nodeprep.DeviceNameIndex))
-			}
+		if err := nodeprep.CheckDeviceNames(f.Value.(pflag.SliceValue).GetSlice()); err != nil {
+			errs = append(errs, fmt.Errorf("--device-names: %w", err))
+		}
+	}
+	if f := fs.Lookup("on-selftest-failure"); f != nil && f.Changed {
+		if err := nodeprep.CheckPolicy(f.Value.String()); err != nil {
+			errs = append(errs, fmt.Errorf("--on-selftest-failure: %w", err))
 		}
 	}
 	if f := fs.Lookup("arch"); f != nil && f.Changed && !slices.Contains(knownArches, f.Value.String()) {
@@ -56,8 +59,8 @@ func checkFlags(fs *pflag.FlagSet) error {
 		errs = append(errs, fmt.Errorf("--wait %s: want a duration of 0 or more, such as 30s", f.Value.String()))
 	}
 	if f := fs.Lookup("drop-in"); f != nil && f.Changed {
-		if d := f.Value.String(); strings.Contains(d, "/") || !k3s.IsDropInName(d) {
-			errs = append(errs, fmt.Errorf("--drop-in %q: want a plain file name (no /) ending in .yaml or .yml, as k3s reads", d))
+		if err := k3s.CheckDropInName(f.Value.String()); err != nil {
+			errs = append(errs, fmt.Errorf("--drop-in: %w", err))
 		}
 	}
 	return fault.Usage(errors.Join(errs...))

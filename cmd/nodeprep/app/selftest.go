@@ -142,14 +142,9 @@ func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 // fault.CheckFailed (1) otherwise. In text mode the reasons are already
 // printed, so the error is silent.
 func selftestExit(rep *selftest.Report, printed bool) error {
-	err := rep.Err()
+	err := rep.Err() // marked: 69 for a missing library, 1 otherwise
 	if err == nil {
 		return nil
-	}
-	if errors.Is(err, selftest.ErrLibraryNotFound) {
-		err = fault.Unavailable(err)
-	} else {
-		err = fault.CheckFailed(err)
 	}
 	if printed {
 		return silent(err)

@@ -69,9 +69,6 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
 	cfg := g.cfg
 	policy := flagOr(fs, "on-selftest-failure", o.onSelftestFailure, cfg.Up.OnSelftestFailure)
-	if policy != nodeprep.PolicyBlock && policy != nodeprep.PolicyTaint {
-		return fault.Usage(fmt.Errorf("--on-selftest-failure %q: want block or taint", policy))
-	}
 	js, err := o.joinFlags.resolve(g, fs)
 	if err != nil {
 		return err
@@ -127,6 +124,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 // (github.com/coreos/go-systemd/v22/daemon); without it, nothing.
 type systemdNotifier struct{}
 
+// Notify sends state over NOTIFY_SOCKET; without one it does nothing.
 func (systemdNotifier) Notify(state string) error {
 	_, err := daemon.SdNotify(false, state)
 	return err
