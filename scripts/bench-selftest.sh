@@ -30,7 +30,15 @@ if command -v hyperfine >/dev/null && command -v jq >/dev/null; then
     (.results[0].median * 1000) as $n | (.results[1].median * 1000) as $v |
     "nodeprep selftest (dgx-h200, lavapipe stand-in): median \($n * 100 | round / 100) ms",
     "vulkaninfo --summary (lavapipe):                  median \($v * 100 | round / 100) ms",
-    "ratio nodeprep/vulkaninfo: \($n / $v * 100 | round / 100)x (target <= 1.0x)"' "$out/selftest.json"
+    "ratio nodeprep/vulkaninfo: \($n / $v * 100 | round / 100)x (target <= 1.0x), shader cache warm"' "$out/selftest.json"
+  # Cold: the shader cache emptied before every run, as at boot (/run is
+  # tmpfs); lavapipe then compiles the dispatch shader with LLVM each time.
+  hyperfine --warmup 3 --runs "$runs" -N --export-json "$out/selftest-cold.json" \
+    --prepare "rm -rf /run/nodeprep/shader-cache" \
+    -n "nodeprep selftest, cold" "${selftest[*]}" >/dev/null
+  jq -r --slurpfile w "$out/selftest.json" '
+    (.results[0].median * 1000) as $n | ($w[0].results[1].median * 1000) as $v |
+    "nodeprep selftest, shader cache cold:            median \($n * 100 | round / 100) ms, ratio \($n / $v * 100 | round / 100)x"' "$out/selftest-cold.json"
   exit 0
 fi
 

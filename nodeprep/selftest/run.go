@@ -49,6 +49,7 @@ type options struct {
 	timeout    time.Duration
 	requireEGL bool
 	allowCPU   bool
+	cacheDir   string
 	log        *slog.Logger
 }
 
@@ -108,6 +109,12 @@ func WithRequireEGL(require bool) Option { return func(o *options) { o.requireEG
 // WithAllowCPUAdapter lets a CPU adapter and a Mesa software EGL device
 // stand in for simulated GPUs (Policy.AllowCPUAdapter). Default false.
 func WithAllowCPUAdapter(allow bool) Option { return func(o *options) { o.allowCPU = allow } }
+
+// WithShaderCacheDir gives the drivers a shader disk cache in dir (on
+// this machine; nodeprep passes /run/nodeprep/shader-cache under the host
+// root): a rerun in the same boot skips shader compilation, and nothing is
+// written under $HOME. Without it the caches are off.
+func WithShaderCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
 
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -242,7 +249,7 @@ func runChild(ctx context.Context, o *options, req ProbeRequest) ([]byte, *Reaso
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	args := append(append([]string{}, o.command[1:]...), string(reqJSON))
 	cmd := exec.Command(o.command[0], args...)
-	cmd.Env = probeEnv(o.env)
+	cmd.Env = probeEnv(o.env, o.cacheDir)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		cancel()
@@ -518,20 +525,26 @@ func snippet(b []byte) string {
 	return strings.ReplaceAll(s, "\n", " | ")
 }
 
-// noDiskCaches turns off the drivers' shader disk caches in the probe
-// children (Mesa: MESA_SHADER_CACHE_DISABLE; NVIDIA: __GL_SHADER_DISK_CACHE),
-// unless the environment sets them: a self-test writes nothing outside
-// nodeprep's own files, and a cache would not outlive one probe anyway.
-var noDiskCaches = []string{"MESA_SHADER_CACHE_DISABLE=true", "__GL_SHADER_DISK_CACHE=0"}
+// shaderCacheEnv keeps the drivers' shader disk caches out of $HOME: in
+// cacheDir (nodeprep's own directory) when one is given, else off.
+// Mesa: MESA_SHADER_CACHE_DIR / MESA_SHADER_CACHE_DISABLE; NVIDIA:
+// __GL_SHADER_DISK_CACHE_PATH / __GL_SHADER_DISK_CACHE.
+func shaderCacheEnv(cacheDir string) []string {
+	if cacheDir == "" {
+		return []string{"MESA_SHADER_CACHE_DISABLE=true", "__GL_SHADER_DISK_CACHE=0"}
+	}
+	return []string{"MESA_SHADER_CACHE_DIR=" + cacheDir, "__GL_SHADER_DISK_CACHE_PATH=" + cacheDir}
+}
 
-// probeEnv is env plus noDiskCaches for the variables env does not set.
-// A nil env stays nil (the child inherits nodeprep's environment).
-func probeEnv(env []string) []string {
+// probeEnv is env plus shaderCacheEnv for the variables env does not set
+// (the operator's own settings win). A nil env stays nil (the child
+// inherits nodeprep's environment).
+func probeEnv(env []string, cacheDir string) []string {
 	if env == nil {
 		return nil
 	}
 	out := slices.Clone(env)
-	for _, kv := range noDiskCaches {
+	for _, kv := range shaderCacheEnv(cacheDir) {
 		name, _, _ := strings.Cut(kv, "=")
 		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
 			out = append(out, kv)

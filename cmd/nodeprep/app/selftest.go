@@ -75,6 +75,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
 		selftest.WithLogger(g.log),
+		selftest.WithShaderCacheDir(shaderCacheDir(g)),
 	}, nil
 }
 
@@ -289,4 +290,24 @@ func newProbeCommand(g *globals) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// shaderCacheHostPath is nodeprep's shader cache for the probe children.
+const shaderCacheHostPath = "/run/nodeprep/shader-cache"
+
+// shaderCacheDir is shaderCacheHostPath on this machine, created (the
+// drivers create only its last element); "" (caches off) when it cannot be.
+func shaderCacheDir(g *globals) string {
+	if g.host == nil {
+		return ""
+	}
+	p, err := g.host.Path(shaderCacheHostPath)
+	if err == nil {
+		err = os.MkdirAll(p, 0o700)
+	}
+	if err != nil {
+		g.log.Debug("shader cache off", "dir", shaderCacheHostPath, "err", err)
+		return ""
+	}
+	return p
 }
