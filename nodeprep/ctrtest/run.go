@@ -296,8 +296,8 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 		return c
 	}
 	spec.Mounts = append(spec.Mounts, BinaryMount(r.binary))
-	for _, n := range c.Notes {
-		r.o.Log.Info("in-container self-test", "devices", strings.Join(c.Devices, ","), "note", n)
+	if len(c.Notes) > 0 {
+		r.o.Log.Info("in-container self-test", "devices", len(c.Devices), "notes", strings.Join(c.Notes, "; "))
 	}
 
 	hints := selftest.Hints{}
