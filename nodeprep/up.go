@@ -261,20 +261,13 @@ func (u *upRun) preflight() error {
 		return nil
 	}
 	sameDir := u.opts.StatusFile != "" && path.Dir(u.opts.MetricsFile) == path.Dir(u.opts.StatusFile)
-	configPath, dropIn := u.opts.Join.ConfigPath, u.opts.Join.DropIn
-	if configPath == "" {
-		configPath = k3s.DefaultConfigPath
-	}
-	if dropIn == "" {
-		dropIn = k3s.DefaultDropIn
-	}
 	for _, c := range []struct {
 		what, path string
 		mkdir      bool
 	}{
 		{"status file", u.opts.StatusFile, true},
 		{"metrics file", u.opts.MetricsFile, sameDir},
-		{"k3s drop-in", path.Join(k3s.DropInDir(configPath), dropIn), true},
+		{"k3s drop-in", u.opts.Join.DropInPath(), true},
 	} {
 		if err := check(c.what, c.path, c.mkdir); err != nil {
 			return err

@@ -150,7 +150,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	}
 	r := &Result{
 		ConfigPath: opts.ConfigPath,
-		DropInPath: path.Join(DropInDir(opts.ConfigPath), opts.DropIn),
+		DropInPath: opts.DropInPath(),
 		Labels:     labels,
 		Taints:     taints,
 	}
@@ -229,6 +229,13 @@ func Apply(root *hostfs.Root, r *Result) error {
 	}
 	r.Written = true
 	return nil
+}
+
+// DropInPath is the host path of nodeprep's drop-in for these options:
+// <ConfigPath>.d/<DropIn>, with the defaults for empty fields.
+func (o Options) DropInPath() string {
+	o = o.withDefaults()
+	return path.Join(DropInDir(o.ConfigPath), o.DropIn)
 }
 
 func (o Options) withDefaults() Options {

@@ -142,6 +142,9 @@ func nodeprepBinary(t *testing.T) string {
 
 // TestBinaryDoesNotLinkGraphics checks nodeprep's DT_NEEDED: the Vulkan
 // loader and libEGL are dlopen'ed, never linked.
+// TestBinaryDoesNotLinkGraphics: the built nodeprep (the probe's binary too)
+// links neither libvulkan nor libEGL: they are dlopen'ed, so nodeprep runs
+// and reports on hosts without them.
 func TestBinaryDoesNotLinkGraphics(t *testing.T) {
 	t.Parallel()
 	f, err := elf.Open(nodeprepBinary(t))
