@@ -5,18 +5,29 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=$(VERSION) \
              -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=$(COMMIT)
-STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
-LVP_ICD   := $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
+# Go tools are pinned in go.mod's tool block: nothing is installed by hand.
+STATICCHECK := $(GO) tool staticcheck
+# go-nvml's cgo preamble calls NVML functions NVIDIA marked deprecated; the
+# first build would print a wall of those warnings, for that package only.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps test vet lint unit rootfs nix-check demo bench fuzz shaders clean
+.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check demo bench fuzz shaders clean
 
 all: build
 
 deps:
-	./scripts/install-deps.sh
+	@./scripts/install-deps.sh test
+
+deps-demo:
+	@./scripts/install-deps.sh demo
+
+deps-bench:
+	@./scripts/install-deps.sh bench
 
 build:
+	@test -x $(BIN) || echo "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)"
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
 
 vet:
@@ -24,16 +35,19 @@ vet:
 	$(GO) vet ./...
 
 lint: vet
+	@echo "lint: staticcheck (pinned in go.mod; the first run builds it)"
 	$(STATICCHECK) ./...
 
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
 unit:
+	@echo "unit: go test ./... with lavapipe and Mesa EGL (first run compiles every package ≈ 3 min)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
 	  $(GO) test -count=1 ./...
 
 # The in-container self-test's root file system (Debian packages, no driver).
 rootfs:
+	@echo "rootfs: the in-container self-test's image from Debian packages (.cache/rootfs)"
 	./scripts/make-test-rootfs.sh .cache/rootfs
 
 nix-check:
@@ -41,10 +55,10 @@ nix-check:
 
 test: deps build lint rootfs unit nix-check
 
-demo: deps build
+demo: deps-demo build
 	./scripts/demo.sh
 
-bench: deps build
+bench: deps-bench build
 	./scripts/bench.sh
 
 fuzz:

@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Installs the Debian packages nodeprep's build, tests, demo and benchmarks
-# need, only those missing (so `make test` is quick on a prepared machine),
-# and staticcheck from the Go module proxy. Needs root (or sudo) for apt-get.
+# install-deps.sh [demo|test|bench] — installs the Debian packages a make
+# target needs, only those missing (so a prepared machine pays nothing).
+# Needs root (or sudo) for apt-get. Go tools (staticcheck) are not installed
+# here: they are pinned in go.mod's `tool` block and run with `go tool`.
+#
+#   demo   the cgo toolchain, the Vulkan loader + Mesa's lavapipe, glvnd's
+#          libEGL + Mesa EGL, jq: what `make demo` runs
+#   test   demo's, plus headers, runc (in-container self-test) and nix-bin
+#          (the Nix checks)
+#   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
+set_=${1:-test}
 
-pkgs=(
-  gcc make jq time hyperfine
-  # Vulkan: loader, headers, Mesa's lavapipe, vulkaninfo (bench), glslang (shader)
-  libvulkan1 libvulkan-dev mesa-vulkan-drivers vulkan-tools glslang-tools
-  # EGL: glvnd's libEGL, Mesa's EGL vendor, headers
-  libegl1 libegl-mesa0 libegl-dev libglvnd0
-  # in-container self-test and Nix checks
-  runc nix-bin
+demo=(
+  gcc make jq
+  libvulkan1 mesa-vulkan-drivers
+  libegl1 libegl-mesa0 libglvnd0
 )
+test=("${demo[@]}" libvulkan-dev libegl-dev runc nix-bin time)
+bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
+
+case $set_ in
+  demo) pkgs=("${demo[@]}") ;;
+  test) pkgs=("${test[@]}") ;;
+  bench) pkgs=("${bench[@]}") ;;
+  *) echo "usage: $0 [demo|test|bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -26,10 +39,4 @@ if ((${#missing[@]})); then
   # With recommends, as on the machines this was proven on (nix-bin wants
   # nix-setup-systemd to lay out /nix).
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-gobin="$(go env GOPATH)/bin"
-if [ ! -x "$gobin/staticcheck" ]; then
-  echo "install-deps: installing staticcheck" >&2
-  go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
 fi
