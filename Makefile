@@ -52,6 +52,7 @@ rootfs:
 
 nix-check:
 	./scripts/nix-check.sh
+	./scripts/vendor-hash.sh --check
 
 test: deps build lint rootfs unit nix-check
 

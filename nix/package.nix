@@ -50,16 +50,11 @@ buildGoModule {
   pname = "nodeprep";
   inherit version src;
 
-  # The hash of the vendored Go modules. After go.mod/go.sum change, set it
-  # to lib.fakeHash, run `nix build .#default`, and paste the hash from the
-  # "got: sha256-..." line of the mismatch error.
-  #
-  # This value is the NAR hash of `go mod vendor` run (Go 1.26, GOPROXY=off
-  # from a filled module cache) over the go.mod/go.sum/cmd/nodeprep/cdi
-  # files this src holds, computed with `nix-hash --type sha256 vendor`;
-  # it was not produced by a Nix build (no nixpkgs where it was made). A
-  # mismatch error from the first `nix build` prints the right one.
-  vendorHash = "sha256-6PSuN8dW7g3uj4+eUxnQcFjO1TUJJWYVZcefG6rC0T4=";
+  # The hash of the vendored Go modules: the NAR hash of `go mod vendor`
+  # over go.mod/go.sum and the Go packages, as buildGoModule makes it.
+  # `scripts/vendor-hash.sh --update` recomputes it without nixpkgs, and
+  # `make nix-check` (so `make test` and CI) fails when it is stale.
+  vendorHash = "sha256-H7ntskgy6MLSAtA3AKbdgcCbIIfbe894LbDppFEOHuQ=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
