@@ -251,7 +251,7 @@ func (c *checker) squatCells(ps *corev1.PodSpec) []Cell {
 		}
 		t := c.toleratedPoolTaint(ps)
 		return Cell{Column: col, Verdict: VerdictFail,
-			Reason: fmt.Sprintf("tolerates %s without requesting nvidia.com/gpu: it will take GPU nodes' CPU and memory", t),
+			Reason: fmt.Sprintf("tolerates %s without requesting nvidia.com/gpu: it will take GPU nodes' CPU and memory", taintString(t)),
 			Fix:    fmt.Sprintf("remove the toleration for %s, or request nvidia.com/gpu", t.Key)}
 	}
 	cells := []Cell{judge(ColumnOnPrem, c.onprem)}

@@ -166,7 +166,7 @@ func isIdentStart(c byte) bool {
 func isIdent(c byte) bool { return isIdentStart(c) || c == ':' || c >= '0' && c <= '9' }
 
 func nearestMetric(name string, m map[string][]string) string {
-	best, bestD := "", 4
+	best, bestD := "", 2 // one edit away: a typo, not another metric
 	for _, k := range sortedKeys(m) {
 		if d := editDistance(name, k); d < bestD {
 			best, bestD = k, d

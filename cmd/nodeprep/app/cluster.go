@@ -245,10 +245,12 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 	return nil
 }
 
+// writeClusterText prints the table, object × column, with ✓, ✗ [n] or –,
+// then each ✗'s reason and fix by its number.
 func writeClusterText(w io.Writer, r *cluster.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "OBJECT\tROLE\t%s\n", strings.Join(upper(r.Columns), "\t"))
-	var fixes []string
+	var notes []string
 	for _, row := range r.Rows {
 		cells := make([]string, 0, len(row.Cells))
 		for _, c := range row.Cells {
@@ -256,8 +258,8 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 			case cluster.VerdictOK:
 				cells = append(cells, "✓")
 			case cluster.VerdictFail:
-				cells = append(cells, "✗ "+c.Reason)
-				fixes = append(fixes, fmt.Sprintf("%s (%s) on %s: %s", row.Object, row.Source, c.Column, c.Fix))
+				notes = append(notes, fmt.Sprintf("[%d] %s on %s (%s):\n    %s\n    fix: %s", len(notes)+1, row.Object, c.Column, row.Source, c.Reason, c.Fix))
+				cells = append(cells, fmt.Sprintf("✗ [%d]", len(notes)))
 			default:
 				cells = append(cells, "–")
 			}
@@ -267,18 +269,15 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(fixes) > 0 {
-		fmt.Fprintln(w, "\nfixes:")
-		for _, f := range fixes {
-			fmt.Fprintf(w, "  %s\n", f)
-		}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
 	}
 	if len(r.Skipped) > 0 || r.Ignored > 0 {
 		fmt.Fprintf(w, "\nnot judged: %d workloads with no GPU request, pool selector or GPU toleration; %d documents of other kinds\n", r.Ignored, len(r.Skipped))
 	}
 	verdict := "ok: the manifests match the nodes"
 	if !r.OK {
-		verdict = "FAILED: see the fixes above"
+		verdict = fmt.Sprintf("FAILED: %d problem(s)", len(notes))
 	}
 	_, err := fmt.Fprintln(w, verdict)
 	return err
