@@ -3,7 +3,6 @@ package cluster
 import (
 	"encoding/json"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,12 +64,15 @@ type ScalingStrategy struct {
 // For type "prometheus" the metadata holds serverAddress, query and
 // threshold (KEDA docs, scalers/prometheus).
 type ScaleTrigger struct {
-	Type              string                         `json:"type"`
-	Name              string                         `json:"name,omitempty"`
-	UseCachedMetrics  bool                           `json:"useCachedMetrics,omitempty"`
-	Metadata          map[string]string              `json:"metadata"`
-	AuthenticationRef *AuthenticationRef             `json:"authenticationRef,omitempty"`
-	MetricType        autoscalingv2.MetricTargetType `json:"metricType,omitempty"`
+	Type              string             `json:"type"`
+	Name              string             `json:"name,omitempty"`
+	UseCachedMetrics  bool               `json:"useCachedMetrics,omitempty"`
+	Metadata          map[string]string  `json:"metadata"`
+	AuthenticationRef *AuthenticationRef `json:"authenticationRef,omitempty"`
+	// MetricType is an autoscaling/v2 MetricTargetType (AverageValue,
+	// Value, Utilization), kept a string so that the autoscaling API
+	// package's init does not run in every nodeprep command.
+	MetricType string `json:"metricType,omitempty"`
 }
 
 // AuthenticationRef names a (Cluster)TriggerAuthentication.
