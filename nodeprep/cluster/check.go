@@ -520,11 +520,10 @@ func (c *checker) toleratedPoolTaint(ps *corev1.PodSpec) corev1.Taint {
 	return corev1.Taint{}
 }
 
+// toleratesPoolTaint reports whether a toleration of ps tolerates one of
+// the pool's taints (a keyless Exists toleration tolerates them all).
 func (c *checker) toleratesPoolTaint(ps *corev1.PodSpec) bool {
-	return len(c.onprem.Spec.Taints) > 0 && c.toleratedPoolTaint(ps).Key != "" ||
-		len(c.onprem.Spec.Taints) > 0 && slices.ContainsFunc(ps.Tolerations, func(t corev1.Toleration) bool {
-			return t.Key == "" && t.Operator == corev1.TolerationOpExists
-		})
+	return c.toleratedPoolTaint(ps).Key != ""
 }
 
 // nodePoolCell judges a GPU NodePool against the pool: its taints have the

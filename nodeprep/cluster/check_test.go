@@ -128,6 +128,26 @@ func TestMetricRefs(t *testing.T) {
 	}
 }
 
+// FuzzMetricRefs: the scanner never panics, and every name it returns is a
+// nodeprep_ identifier that occurs in the query.
+func FuzzMetricRefs(f *testing.F) {
+	f.Add(`sum(nodeprep_stage_ok{stage="selftest"}) or vector(0)`)
+	f.Add(`nodeprep_ready{instance=~"a\\"b", job='x'}`)
+	f.Add("nodeprep_ready{")
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, r := range MetricRefs(q) {
+			if !strings.HasPrefix(r.Name, "nodeprep_") || !strings.Contains(q, r.Name) {
+				t.Fatalf("ref %q from %q", r.Name, q)
+			}
+			for _, l := range r.Labels {
+				if l == "" || !strings.Contains(q, l) {
+					t.Fatalf("label %q from %q", l, q)
+				}
+			}
+		}
+	})
+}
+
 func TestTriggers(t *testing.T) {
 	t.Parallel()
 	sj := func(query string) string {
