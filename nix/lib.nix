@@ -379,4 +379,45 @@ rec {
   escapeSystemdExecArg = arg: replaceStrings [ "%" "$" ] [ "%%" "$$" ] (toJSON (toString arg));
 
   escapeSystemdExecArgs = args: concatStringsSep " " (map escapeSystemdExecArg args);
+
+  # --- nodeprep health: the periodic re-check (services.nodeprep.health) ---
+  # The arguments of `nodeprep health`: the same config file and libraries
+  # as `up`, and the metrics file, but no k3s arguments and no extraArgs
+  # (those are `up`'s flags).
+  healthExecArgs =
+    opts:
+    let
+      o = normalize opts;
+      s = o.settings;
+      metricsFile = metricsFileOf o;
+      opt = cond: list: if cond then list else [ ];
+    in
+    [
+      "health"
+      "--config=${o.configFile}"
+    ]
+    ++ opt (o.vulkanLoader != null && !hasAttrByPath [ "selftest" "vulkanLoader" ] s) [
+      "--vulkan-loader=${o.vulkanLoader}"
+    ]
+    ++ opt (o.eglLib != null && !hasAttrByPath [ "selftest" "eglLib" ] s) [ "--egl-lib=${o.eglLib}" ]
+    ++ opt (o.nvmlLib != null && !hasAttrByPath [ "nvml" "library" ] s) [ "--nvml-lib=${o.nvmlLib}" ]
+    ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFile}" ];
+
+  # What `nodeprep health` writes: /run/nodeprep (lock), the status file's
+  # directory and the metrics directory; never the CDI spec or the drop-in.
+  healthReadWritePaths =
+    opts:
+    let
+      o = normalize opts;
+      statusFile = attrByPath [ "up" "statusFile" ] defaults.statusFile o.settings;
+      metricsFile = metricsFileOf o;
+    in
+    unique (
+      [
+        defaults.lockDir
+        (canonicalRun (parentDir statusFile))
+      ]
+      ++ (if metricsFile != null then [ (canonicalRun (parentDir metricsFile)) ] else [ ])
+    );
+  # --- end nodeprep health ---
 }

@@ -89,6 +89,19 @@ let
       name = "tmpfiles make the drop-in directory";
       ok = lib.elem "d /etc/rancher/k3s/config.yaml.d 0755 root root -" cfg.systemd.tmpfiles.rules;
     }
+    # --- nodeprep health (services.nodeprep.health) ---
+    {
+      name = "a timer runs nodeprep health every 5min while nodeprep.service is active";
+      ok =
+        cfg.systemd.timers.nodeprep-health.timerConfig.OnUnitActiveSec == "5min"
+        && lib.elem "nodeprep.service" cfg.systemd.services.nodeprep-health.requisite
+        && lib.hasInfix "\"health\"" cfg.systemd.services.nodeprep-health.serviceConfig.ExecStart
+        && cfg.systemd.services.nodeprep-health.serviceConfig.ReadWritePaths == [
+          "/run/nodeprep"
+          "/var/lib/prometheus-node-exporter/textfile"
+        ];
+    }
+    # --- end nodeprep health ---
   ];
   unmet = map (e: e.name) (lib.filter (e: !e.ok) expectations);
 

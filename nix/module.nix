@@ -161,6 +161,32 @@ in
       example = [ "--verbose" ];
       description = "Extra arguments of `nodeprep up` in the unit.";
     };
+
+    # --- nodeprep health: options (see the health block in config) ---
+    health = {
+      enable = lib.mkOption {
+        type = lib.types.bool;
+        default = true;
+        description = ''
+          Re-check the GPUs periodically with `nodeprep health` (inventory and
+          self-test, no CDI patch, no join), rewriting the status file and the
+          metrics textfile so that `nodeprep_ready` turns 0 within one interval
+          when a GPU falls off or fails its dispatch.
+        '';
+      };
+      interval = lib.mkOption {
+        type = lib.types.str;
+        default = "5min";
+        example = "1min";
+        description = ''
+          How often `nodeprep health` runs (a systemd time span). A run is
+          skipped while `nodeprep up` or a self-test holds the lock. `nodeprep
+          cluster render --health-interval` should get the same value: its
+          KEDA trigger treats a node silent for three intervals as down.
+        '';
+      };
+    };
+    # --- end nodeprep health options ---
   };
 
   config = lib.mkIf cfg.enable {
@@ -318,5 +344,33 @@ in
         SystemCallErrorNumber = "EPERM";
       };
     };
+
+    # --- nodeprep health: the periodic re-check ------------------------
+    # A timer runs `nodeprep health` every services.nodeprep.health.interval
+    # while nodeprep.service is active (Requisite=: a node `up` blocked is not
+    # re-checked into "ready"). Same hardening as nodeprep.service; it writes
+    # only the lock, status and metrics directories.
+    systemd.services.nodeprep-health = lib.mkIf cfg.health.enable {
+      description = "Re-check NVIDIA GPUs for k3s (inventory and self-test) and update nodeprep_ready";
+      documentation = [ "https://github.com/nodeprep/nodeprep" ];
+      after = [ "nodeprep.service" ];
+      requisite = [ "nodeprep.service" ];
+      serviceConfig = config.systemd.services.nodeprep.serviceConfig // {
+        Type = "oneshot";
+        RemainAfterExit = false;
+        ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.healthExecArgs opts);
+        ReadWritePaths = nplib.healthReadWritePaths opts;
+      };
+    };
+    systemd.timers.nodeprep-health = lib.mkIf cfg.health.enable {
+      description = "Run nodeprep health every ${cfg.health.interval}";
+      wantedBy = [ "timers.target" ];
+      timerConfig = {
+        OnActiveSec = cfg.health.interval;
+        OnUnitActiveSec = cfg.health.interval;
+        AccuracySec = "10s";
+      };
+    };
+    # --- end nodeprep health ---
   };
 }

@@ -349,5 +349,41 @@ let
       ];
     }
   ];
+
+  # --- nodeprep health (services.nodeprep.health) ---
+  healthCases = [
+    {
+      name = "healthExecArgs: health with up's config and libraries, no k3s args or extraArgs";
+      got = lib.healthExecArgs (
+        base
+        // {
+          nvmlLib = "/run/opengl-driver/lib/libnvidia-ml.so.1";
+          metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile";
+          extraArgs = [ "--on-selftest-failure=taint" ];
+          k3sExtraFlags = [ "--node-label=site=lab" ];
+        }
+      );
+      want = [
+        "health"
+        "--config=/etc/nodeprep/config.yaml"
+        "--vulkan-loader=${vulkanLoader}"
+        "--egl-lib=${eglLib}"
+        "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+        "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
+      ];
+    }
+    {
+      name = "healthReadWritePaths: the lock, status and metrics directories only";
+      got = lib.healthReadWritePaths {
+        settings.up.statusFile = "/var/lib/nodeprep/status.json";
+        metricsTextfileDir = "/var/run/metrics";
+      };
+      want = [
+        "/run/nodeprep"
+        "/var/lib/nodeprep"
+        "/run/metrics"
+      ];
+    }
+  ];
 in
-runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases)
+runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ healthCases)

@@ -31,6 +31,7 @@ type Config struct {
 	Join     JoinConfig     `yaml:"join" json:"join"`         // the `join:` section
 	Selftest SelftestConfig `yaml:"selftest" json:"selftest"` // the `selftest:` section
 	Up       UpConfig       `yaml:"up" json:"up"`             // the `up:` section
+	Cluster  ClusterConfig  `yaml:"cluster" json:"cluster"`   // the `cluster:` section (cluster render/check)
 	// Wait is how long to wait for another nodeprep's lock (0: fail at once).
 	Wait time.Duration `yaml:"wait" json:"wait"`
 }
@@ -114,6 +115,26 @@ type UpConfig struct {
 	StatusFile string `yaml:"statusFile" json:"statusFile"`
 	// MetricsFile is the path of the Prometheus textfile ("" = none).
 	MetricsFile string `yaml:"metricsFile" json:"metricsFile"`
+}
+
+// ClusterConfig is the `cluster:` section: the cluster side that `nodeprep
+// cluster render` writes and `cluster check` judges (docs/cluster.md).
+type ClusterConfig struct {
+	// PoolLabel is the label ("key=value") that selects the pool's nodes;
+	// empty means the first of join.labels.
+	PoolLabel string `yaml:"poolLabel" json:"poolLabel"`
+	// FallbackInstanceTypes are the cloud instance types of the fallback
+	// NodePool (node.kubernetes.io/instance-type).
+	FallbackInstanceTypes []string `yaml:"fallbackInstanceTypes" json:"fallbackInstanceTypes"`
+	// MaxGPUs caps the fallback: the NodePool's nvidia.com/gpu limit and the
+	// ScaledJob's maxReplicaCount (0: 4).
+	MaxGPUs int `yaml:"maxGPUs" json:"maxGPUs"`
+	// NodeClass is the NodePool's nodeClassRef, "group/kind/name"
+	// (karpenter.k8s.aws/EC2NodeClass/default); empty: a placeholder.
+	NodeClass string `yaml:"nodeClass" json:"nodeClass"`
+	// PrometheusAddress is the KEDA prometheus trigger's serverAddress;
+	// empty: a placeholder.
+	PrometheusAddress string `yaml:"prometheusAddress" json:"prometheusAddress"`
 }
 
 // DefaultConfig returns the defaults of every field. arch is the host
@@ -206,6 +227,14 @@ func (c Config) Validate() error {
 	abs("up.metricsFile", c.Up.MetricsFile, true)
 	if err := CheckPolicy(c.Up.OnSelftestFailure); err != nil {
 		errs = append(errs, fmt.Errorf("up.onSelftestFailure: %w", err))
+	}
+	if c.Cluster.PoolLabel != "" {
+		if _, err := k3s.ParseLabel(c.Cluster.PoolLabel); err != nil {
+			errs = append(errs, fmt.Errorf("cluster.poolLabel: %w", err))
+		}
+	}
+	if c.Cluster.MaxGPUs < 0 {
+		errs = append(errs, fmt.Errorf("cluster.maxGPUs is %d, want 1 or more (0 or absent: the default)", c.Cluster.MaxGPUs))
 	}
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))

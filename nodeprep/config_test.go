@@ -34,6 +34,13 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{name: "unknown key", yaml: "cdi:\n  specPath: /x\n", err: "field specPath not found"},
+		{name: "cluster section", yaml: "cluster:\n  poolLabel: payload=task_runner\n  maxGPUs: 8\n  fallbackInstanceTypes: [g5.xlarge]\n", check: func(t *testing.T, c Config) {
+			if c.Cluster.PoolLabel != "payload=task_runner" || c.Cluster.MaxGPUs != 8 || len(c.Cluster.FallbackInstanceTypes) != 1 {
+				t.Errorf("%+v", c.Cluster)
+			}
+		}},
+		{name: "bad pool label", yaml: "cluster:\n  poolLabel: payload\n", err: "cluster.poolLabel"},
+		{name: "negative max GPUs", yaml: "cluster:\n  maxGPUs: -1\n", err: "cluster.maxGPUs"},
 		{name: "bad policy", yaml: "up:\n  onSelftestFailure: ignore\n", err: "want block or taint"},
 		{name: "two documents", yaml: "wait: 1s\n---\nwait: 2s\n", err: "more than one YAML document"},
 		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: "cannot unmarshal"},

@@ -98,6 +98,20 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// MetricLabels are the metric families Metrics writes, each with its label
+// names: what a KEDA trigger or an alert may query (cluster check judges
+// triggers against it). A test keeps it equal to Metrics' output.
+var MetricLabels = map[string][]string{
+	"nodeprep_gpus":                       nil,
+	"nodeprep_gpus_healthy":               nil,
+	"nodeprep_last_run_timestamp_seconds": nil,
+	"nodeprep_ready":                      nil,
+	"nodeprep_selftest_adapters_matched":  nil,
+	"nodeprep_stage_duration_seconds":     {"stage"},
+	"nodeprep_stage_ok":                   {"stage"},
+	"nodeprep_tainted":                    nil,
+}
+
 func gaugeFamily(name, help string, ms ...*dto.Metric) *dto.MetricFamily {
 	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum(), Metric: ms}
 }

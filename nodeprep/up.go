@@ -107,6 +107,11 @@ type StageResult struct {
 // printed by `up -o json`.
 type Report struct {
 	Version string `json:"version" yaml:"version"` // nodeprep's version
+	// Command is "health" for a `nodeprep health` report, empty for `up`.
+	Command string `json:"command,omitempty" yaml:"command,omitempty"`
+	// ExpectedGPUs are the UUIDs of the GPUs the node booted with (the
+	// inventory of the last `up`), which `health` requires still present.
+	ExpectedGPUs []string `json:"expectedGPUs,omitempty" yaml:"expectedGPUs,omitempty"`
 	// Ready is true when the node may join: every stage ok, or the
 	// self-test failed under PolicyTaint (then Tainted is true).
 	Ready   bool `json:"ready" yaml:"ready"`
@@ -186,12 +191,34 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		return nil, err
 	}
 	u.notify("STATUS=inspecting GPUs")
-	steps := []step{
+	u.runSteps(ctx, []step{
 		{StageInventory, (*upRun).inventory},
 		{StageCDI, (*upRun).cdi},
 		{StageSelftest, (*upRun).selftest},
 		{StageJoin, (*upRun).join},
+	})
+	r := u.report
+	switch {
+	case !r.Ready:
+		r.Verdict = "not ready: " + firstReason(r)
+	case r.Tainted:
+		r.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
+	default:
+		r.Verdict = "ready"
 	}
+	err := u.writeOutputs()
+	if r.Ready {
+		u.notify("READY=1\nSTATUS=" + r.Verdict)
+	} else {
+		u.notify("STATUS=" + r.Verdict)
+	}
+	return r, err
+}
+
+// runSteps runs steps in order, skipping the rest after the first failure,
+// and sets the report's stages, duration, peak RSS, Ready and stage error.
+func (u *upRun) runSteps(ctx context.Context, steps []step) {
+	opts := u.opts
 	start := opts.Now()
 	var stopped error
 	for _, s := range steps {
@@ -222,21 +249,6 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	}
 	r.stageErr = stopped
 	r.Ready = stopped == nil
-	switch {
-	case !r.Ready:
-		r.Verdict = "not ready: " + firstReason(r)
-	case r.Tainted:
-		r.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
-	default:
-		r.Verdict = "ready"
-	}
-	err := u.writeOutputs()
-	if r.Ready {
-		u.notify("READY=1\nSTATUS=" + r.Verdict)
-	} else {
-		u.notify("STATUS=" + r.Verdict)
-	}
-	return r, err
 }
 
 // preflight checks, before any stage writes, everything the run will
@@ -261,13 +273,17 @@ func (u *upRun) preflight() error {
 		return nil
 	}
 	sameDir := u.opts.StatusFile != "" && path.Dir(u.opts.MetricsFile) == path.Dir(u.opts.StatusFile)
+	dropIn := u.opts.Join.DropInPath()
+	if u.report.Command == "health" { // health writes no drop-in
+		dropIn = ""
+	}
 	for _, c := range []struct {
 		what, path string
 		mkdir      bool
 	}{
 		{"status file", u.opts.StatusFile, true},
 		{"metrics file", u.opts.MetricsFile, sameDir},
-		{"k3s drop-in", u.opts.Join.DropInPath(), true},
+		{"k3s drop-in", dropIn, true},
 	} {
 		if err := check(c.what, c.path, c.mkdir); err != nil {
 			return err
@@ -306,6 +322,11 @@ func (u *upRun) inventory(_ context.Context, st *StageResult) error {
 	}
 	u.report.Inventory = inv
 	u.report.Simulated = inv.Simulated
+	if u.report.Command == "" {
+		for _, g := range inv.GPUs {
+			u.report.ExpectedGPUs = append(u.report.ExpectedGPUs, g.UUID)
+		}
+	}
 	healthy := inv.Healthy()
 	for _, g := range inv.GPUs {
 		if !g.Health.Healthy {

@@ -11,5 +11,7 @@ func addCommands(root *cobra.Command, g *globals) {
 		newSelftestCommand(g), // selftest.go
 		newProbeCommand(g),    // selftest.go: hidden child of the self-test
 		newUpCommand(g),       // up.go
+		newClusterCommand(g),  // cluster.go
+		newHealthCommand(g),   // health.go
 	)
 }

@@ -1,0 +1,292 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/cluster"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// poolFlags are the flags `cluster render` and `cluster check` share.
+type poolFlags struct {
+	poolLabel string
+	arch      string
+}
+
+func (f *poolFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.poolLabel, "pool-label", "", "label key=value that selects the pool's nodes (default cluster.poolLabel, else the first of join.labels)")
+	fs.StringVar(&f.arch, "arch", runtime.GOARCH, "the nodes' architecture as GOARCH names it (kubernetes.io/arch)")
+}
+
+// pool builds the on-prem pool from the config `join` uses: its labels and
+// taints, the pool label, and the CDI settings.
+func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet) (cluster.Pool, error) {
+	cfg := g.cfg
+	labels, err := k3s.ParseLabels(cfg.Join.Labels)
+	if err != nil {
+		return cluster.Pool{}, err
+	}
+	taints, err := k3s.ParseTaints(cfg.Join.Taints)
+	if err != nil {
+		return cluster.Pool{}, err
+	}
+	p := cluster.Pool{
+		Labels:      labels,
+		Taints:      nodeprep.NodeTaints(cfg.Join.DefaultTaint == nil || *cfg.Join.DefaultTaint, taints),
+		Arch:        f.arch,
+		DeviceNames: cfg.CDI.DeviceNames,
+		DriverRoot:  cfg.CDI.DriverRoot,
+	}
+	switch pl := flagOr(fs, "pool-label", f.poolLabel, cfg.Cluster.PoolLabel); {
+	case pl != "":
+		l, err := k3s.ParseLabel(pl)
+		if err != nil {
+			return cluster.Pool{}, fault.Usage(fmt.Errorf("--pool-label: %w", err))
+		}
+		p.Label = l
+		found := false
+		for _, x := range labels {
+			found = found || x == l
+		}
+		if !found {
+			p.Labels = append(p.Labels, l)
+			g.log.Warn("the pool label is not in join.labels: nodes register with it only when join adds it", "label", l.String())
+		}
+	case len(labels) > 0:
+		p.Label = labels[0]
+	}
+	return p, nil
+}
+
+func newClusterCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Render or check the cluster side: device plugin values, workloads, KEDA ScaledJob, Karpenter NodePool",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newClusterRenderCommand(g), newClusterCheckCommand(g))
+	return cmd
+}
+
+type clusterRenderOptions struct {
+	poolFlags
+	out                   string
+	name, namespace       string
+	image                 string
+	gpusPerJob, maxGPUs   int
+	fallbackInstanceTypes []string
+	capacityTypes         []string
+	nodeClass             string
+	prometheus            string
+	healthInterval        time.Duration
+	consolidateAfter      time.Duration
+}
+
+func newClusterRenderCommand(g *globals) *cobra.Command {
+	o := &clusterRenderOptions{}
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Write the device plugin values, an example Job, a KEDA ScaledJob and a Karpenter NodePool that match the nodes",
+		Long: `render writes, from the config join uses (taints, labels, the pool label), the
+cluster half of the node contract as multi-document YAML on stdout, or one file
+each under --out DIR: the NVIDIA device plugin chart's values, an example GPU
+Job with the workload snippet, a KEDA ScaledJob for the cloud tier that starts
+Jobs while no pool node reports nodeprep_ready 1, and a Karpenter NodePool for
+the fallback. Values only you know (node class, instance types, Prometheus
+address, image) are REPLACE_ME placeholders, each marked with a comment.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
+	}
+	f := cmd.Flags()
+	o.poolFlags.add(f)
+	f.StringVar(&o.out, "out", "", "write one file per document into this directory instead of stdout")
+	f.StringVar(&o.name, "name", "nodeprep-gpu", "name of the example Job; the ScaledJob and NodePool are <name>-fallback")
+	f.StringVar(&o.namespace, "namespace", "default", "namespace of the Job and the ScaledJob")
+	f.StringVar(&o.image, "image", "", "the workload's container image (default a placeholder)")
+	f.IntVar(&o.gpusPerJob, "gpus-per-job", 1, "nvidia.com/gpu each pod requests")
+	f.IntVar(&o.maxGPUs, "max-gpus", 4, "the fallback's cap: NodePool limit on nvidia.com/gpu, ScaledJob maxReplicaCount = max-gpus / gpus-per-job (default cluster.maxGPUs, else 4)")
+	f.StringSliceVar(&o.fallbackInstanceTypes, "fallback-instance-types", nil, "the fallback NodePool's instance types (default cluster.fallbackInstanceTypes, else a placeholder)")
+	f.StringSliceVar(&o.capacityTypes, "capacity-types", []string{"on-demand"}, "karpenter.sh/capacity-type values: on-demand, spot")
+	f.StringVar(&o.nodeClass, "node-class", "", "the NodePool's nodeClassRef as group/kind/name, e.g. karpenter.k8s.aws/EC2NodeClass/default (default cluster.nodeClass, else a placeholder)")
+	f.StringVar(&o.prometheus, "prometheus-address", "", "the KEDA trigger's Prometheus serverAddress (default cluster.prometheusAddress, else a placeholder)")
+	f.DurationVar(&o.healthInterval, "health-interval", 5*time.Minute, "services.nodeprep.health.interval: a node silent for 3 intervals counts as down")
+	f.DurationVar(&o.consolidateAfter, "consolidate-after", 5*time.Minute, "how long an empty fallback node lives (NodePool disruption.consolidateAfter)")
+	return cmd
+}
+
+func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
+	fs := cmd.Flags()
+	pool, err := o.pool(g, fs)
+	if err != nil {
+		return err
+	}
+	cc := g.cfg.Cluster
+	var nc cluster.NodeClassRef
+	if s := flagOr(fs, "node-class", o.nodeClass, cc.NodeClass); s != "" {
+		parts := strings.Split(s, "/")
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			return fault.Usage(fmt.Errorf("--node-class %q: want group/kind/name", s))
+		}
+		nc = cluster.NodeClassRef{Group: parts[0], Kind: parts[1], Name: parts[2]}
+	}
+	maxGPUs := o.maxGPUs
+	if !fs.Changed("max-gpus") && cc.MaxGPUs > 0 {
+		maxGPUs = cc.MaxGPUs
+	}
+	if maxGPUs < 1 || o.gpusPerJob < 1 {
+		return fault.Usage(errors.New("--max-gpus and --gpus-per-job: want 1 or more"))
+	}
+	docs, err := cluster.Render(cluster.RenderOptions{
+		Pool:                  pool,
+		GFD:                   g.cfg.Join.GFDLabels != nil && !*g.cfg.Join.GFDLabels,
+		Name:                  o.name,
+		Namespace:             o.namespace,
+		Image:                 o.image,
+		GPUsPerJob:            o.gpusPerJob,
+		MaxGPUs:               maxGPUs,
+		FallbackInstanceTypes: flagOr(fs, "fallback-instance-types", o.fallbackInstanceTypes, cc.FallbackInstanceTypes),
+		CapacityTypes:         o.capacityTypes,
+		NodeClass:             nc,
+		PrometheusAddress:     flagOr(fs, "prometheus-address", o.prometheus, cc.PrometheusAddress),
+		HealthInterval:        o.healthInterval,
+		ConsolidateAfter:      o.consolidateAfter,
+	})
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		if _, err := g.streams.Out.Write(cluster.Join(docs)); err != nil {
+			return fault.CantWrite(fmt.Errorf("printing the manifests: %w", err))
+		}
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fault.CantWrite(fmt.Errorf("creating --out %q: %w", o.out, err))
+	}
+	dir, err := hostfs.New(o.out)
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := dir.WriteFile("/"+d.File, d.Data, hostfs.WriteOptions{Mode: 0o644}); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.streams.Out, "wrote %s\n", filepath.Join(o.out, d.File))
+	}
+	return nil
+}
+
+type clusterCheckOptions struct {
+	poolFlags
+}
+
+func newClusterCheckCommand(g *globals) *cobra.Command {
+	o := &clusterCheckOptions{}
+	cmd := &cobra.Command{
+		Use:   "check FILE|DIR|-",
+		Short: "Check workloads, the device plugin, KEDA and Karpenter manifests against what the nodes register",
+		Long: `check reads manifests (multi-document YAML; a directory's *.yaml, *.yml and
+*.json files; - for stdin) and judges them with the scheduler's own toleration
+and node-affinity rules against the pool nodeprep's config makes (its labels
+and taints) and against a node of each Karpenter NodePool in the input:
+GPU workloads must schedule on the pool and the fallback, the device plugin
+must land on every GPU node and use the CDI spec's device names, a workload
+that tolerates the GPU taint must ask for a GPU, and KEDA triggers must query
+metrics nodeprep exports. It prints a table, object × pool, and exits 1 on any ✗.`,
+		Args: func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0]) },
+	}
+	o.poolFlags.add(cmd.Flags())
+	return cmd
+}
+
+func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) error {
+	pool, err := o.pool(g, cmd.Flags())
+	if err != nil {
+		return err
+	}
+	var (
+		objs []cluster.Object
+		skip []cluster.Skipped
+	)
+	if src == "-" {
+		objs, skip, err = cluster.Read("stdin", g.streams.In)
+	} else {
+		abs, aerr := filepath.Abs(src)
+		if aerr != nil {
+			return fault.Usage(fmt.Errorf("manifests %q: %w", src, aerr))
+		}
+		objs, skip, err = cluster.ReadFS(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+	}
+	if err != nil {
+		return err
+	}
+	rep := cluster.Check(objs, skip, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels})
+	if err := g.print(rep, func(w io.Writer) error { return writeClusterText(w, rep) }); err != nil {
+		return fault.CantWrite(fmt.Errorf("printing the report: %w", err))
+	}
+	if !rep.OK {
+		return silent(fault.CheckFailed(errors.New("cluster check: a manifest does not match the nodes")))
+	}
+	return nil
+}
+
+// writeClusterText prints the table, object × column, with ✓, ✗ [n] or –,
+// then each ✗'s reason and fix by its number.
+func writeClusterText(w io.Writer, r *cluster.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "OBJECT\tROLE\t%s\n", strings.Join(upper(r.Columns), "\t"))
+	var notes []string
+	for _, row := range r.Rows {
+		cells := make([]string, 0, len(row.Cells))
+		for _, c := range row.Cells {
+			switch c.Verdict {
+			case cluster.VerdictOK:
+				cells = append(cells, "✓")
+			case cluster.VerdictFail:
+				notes = append(notes, fmt.Sprintf("[%d] %s on %s (%s):\n    %s\n    fix: %s", len(notes)+1, row.Object, c.Column, row.Source, c.Reason, c.Fix))
+				cells = append(cells, fmt.Sprintf("✗ [%d]", len(notes)))
+			default:
+				cells = append(cells, "–")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", row.Object, row.Role, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+	}
+	if len(r.Skipped) > 0 || r.Ignored > 0 {
+		fmt.Fprintf(w, "\nnot judged: %d workloads with no GPU request, pool selector or GPU toleration; %d documents of other kinds\n", r.Ignored, len(r.Skipped))
+	}
+	verdict := "ok: the manifests match the nodes"
+	if !r.OK {
+		verdict = fmt.Sprintf("FAILED: %d problem(s)", len(notes))
+	}
+	_, err := fmt.Fprintln(w, verdict)
+	return err
+}
+
+func upper(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strings.ToUpper(s)
+	}
+	return out
+}

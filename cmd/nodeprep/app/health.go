@@ -1,0 +1,88 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+type healthOptions struct {
+	selftestFlags
+	inv         inventoryFlags
+	statusFile  string
+	metricsFile string
+}
+
+func newHealthCommand(g *globals) *cobra.Command {
+	o := &healthOptions{}
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Re-check a running node (inventory and self-test) and update the status file and metrics",
+		Long: `health is the periodic re-check the NixOS module runs from a timer
+(services.nodeprep.health.interval): the GPU inventory and the adapter
+self-test, with no CDI patch and no join. It rewrites the status file and the
+metrics textfile, so nodeprep_ready turns 0 within one interval when a GPU the
+node booted with falls off the bus, turns unhealthy or fails its dispatch.
+
+When another nodeprep holds the lock (up or a self-test is running) it skips
+this run and exits 0.
+
+Exit status: 0 ready or skipped, 1 not ready, 69 NVML or the Vulkan loader is
+unavailable, 73 an output could not be written.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
+	}
+	f := cmd.Flags()
+	o.inv.add(f)
+	o.selftestFlags.add(f)
+	f.StringVar(&o.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report (read for the GPUs the node booted with, then rewritten)")
+	f.StringVar(&o.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter (default: up.metricsFile)")
+	return cmd
+}
+
+func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
+	fs := cmd.Flags()
+	st, err := o.selftestFlags.options(g, fs, o.inv.simulate != "")
+	if err != nil {
+		return err
+	}
+	unlock, err := g.host.Lock(cmd.Context(), 0)
+	if errors.Is(err, fault.ErrLocked) {
+		g.log.Info("skipped: another nodeprep holds the lock (up or a self-test is running)")
+		return g.print(map[string]any{"skipped": true, "reason": err.Error()}, func(w io.Writer) error {
+			_, err := fmt.Fprintln(w, "skipped: another nodeprep holds the lock")
+			return err
+		})
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock() //nolint:errcheck // closing the lock file releases it
+
+	rep, err := nodeprep.Health(cmd.Context(), g.host, nodeprep.HealthOptions{
+		Inventory:   func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
+		Selftest:    st,
+		StatusFile:  flagOr(fs, "status-file", o.statusFile, g.cfg.Up.StatusFile),
+		MetricsFile: flagOr(fs, "metrics-file", o.metricsFile, g.cfg.Up.MetricsFile),
+		Log:         g.log,
+		Version:     version,
+	})
+	if rep != nil {
+		if perr := g.print(rep, func(w io.Writer) error { return writeUpText(w, rep) }); perr != nil && err == nil {
+			err = fault.CantWrite(fmt.Errorf("printing the report: %w", perr))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rerr := rep.Err(); rerr != nil {
+		return silentIfPrinted(g, fmt.Errorf("node not ready: %w", rerr))
+	}
+	return nil
+}

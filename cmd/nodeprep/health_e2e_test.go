@@ -1,0 +1,74 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gofrs/flock"
+)
+
+// TestHealth: after up, health keeps nodeprep_ready current: ready while
+// the GPUs the node booted with work, 0 when they are gone, and a skipped
+// run (exit 0, nothing written) while another nodeprep holds the lock.
+func TestHealth(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	root := hostCopy(t, "nixos-h200")
+	prom := "/run/nodeprep/nodeprep.prom"
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	spec := filepath.Join(root, "var/run/cdi/nvidia-container-toolkit.json")
+	specBefore, _ := os.ReadFile(spec)
+
+	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 0 || !strings.Contains(r.stdout, "✓ inventory") || !strings.Contains(r.stdout, "✓ selftest") {
+		t.Fatalf("health: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var s struct {
+		Command      string   `json:"command"`
+		Ready        bool     `json:"ready"`
+		ExpectedGPUs []string `json:"expectedGPUs"`
+		Stages       []struct{ Name string }
+	}
+	data, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json"))
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Command != "health" || !s.Ready || len(s.ExpectedGPUs) != 8 || len(s.Stages) != 2 {
+		t.Errorf("status after health = %+v", s)
+	}
+	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 1") {
+		t.Errorf("metrics after a healthy run:\n%s", m)
+	}
+	if after, _ := os.ReadFile(spec); string(after) != string(specBefore) {
+		t.Error("health changed the CDI spec")
+	}
+
+	// Another server's GPUs: the eight the node booted with are gone.
+	r = run(t, env, "health", "--root", root, "--simulate", "dgx-a100", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 1 || !strings.Contains(r.stdout, "missing or unhealthy") {
+		t.Fatalf("health with lost GPUs: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
+		t.Errorf("metrics after lost GPUs:\n%s", m)
+	}
+
+	// A held lock (up or a self-test running): skipped, nothing rewritten.
+	fl := flock.New(filepath.Join(root, "run/nodeprep/lock"))
+	if ok, err := fl.TryLock(); !ok || err != nil {
+		t.Fatalf("taking the lock: %v", err)
+	}
+	defer fl.Unlock()
+	before, _ := os.ReadFile(filepath.Join(root, prom))
+	r = run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 0 || !strings.Contains(r.stdout, "skipped") {
+		t.Fatalf("health under a held lock: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(root, prom)); string(after) != string(before) {
+		t.Error("a skipped health run rewrote the metrics")
+	}
+}

@@ -1,0 +1,391 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// metrics mirrors nodeprep.MetricLabels (this package may not import
+// nodeprep; the cmd golden tests use the real table).
+var metrics = map[string][]string{
+	"nodeprep_ready": nil, "nodeprep_last_run_timestamp_seconds": nil, "nodeprep_gpus": nil,
+	"nodeprep_stage_ok": {"stage"},
+}
+
+func mustPool(t testing.TB, label string, taints ...string) Pool {
+	t.Helper()
+	l, err := k3s.ParseLabel(label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := k3s.ParseTaints(taints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Pool{Label: l, Labels: []k3s.Label{l}, Taints: ts, Arch: "amd64", DeviceNames: []string{"uuid"}, DriverRoot: "/run/opengl-driver"}
+}
+
+// seedPool is the first seed setup: sku=gpu:NoSchedule, payload=task_runner.
+func seedPool(t testing.TB) Pool { return mustPool(t, "payload=task_runner", "sku=gpu:NoSchedule") }
+
+func checkString(t *testing.T, pool Pool, manifest string) *Report {
+	t.Helper()
+	objs, skipped, err := Read("m.yaml", strings.NewReader(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Check(objs, skipped, CheckOptions{Pool: pool, Metrics: metrics})
+}
+
+func cell(t *testing.T, r *Report, object, column string) Cell {
+	t.Helper()
+	for _, row := range r.Rows {
+		if row.Object != object {
+			continue
+		}
+		for _, c := range row.Cells {
+			if c.Column == column && c.Verdict != VerdictNA {
+				return c
+			}
+		}
+	}
+	t.Fatalf("no judged cell %s × %s in %+v", object, column, r.Rows)
+	return Cell{}
+}
+
+const gpuPod = `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]
+`
+
+// TestSchedulingReasons: each way a pod misses the pool gives its exact
+// reason and a fix.
+func TestSchedulingReasons(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, spec  string
+		ok          bool
+		reason, fix string
+	}{
+		{"tolerated and selected", "  nodeSelector: {payload: task_runner}\n  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoSchedule}]\n", true, "", ""},
+		{"Exists without effect", "  tolerations: [{key: sku, operator: Exists}]\n", true, "", ""},
+		{"missing toleration", "", false, "untolerated taint sku=gpu:NoSchedule", "add toleration {key: sku, operator: Equal, value: \"gpu\", effect: NoSchedule}"},
+		{"wrong effect", "  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoExecute}]\n", false, "effect NoExecute, not NoSchedule", "add toleration"},
+		{"Equal without value", "  tolerations: [{key: sku, operator: Equal, effect: NoSchedule}]\n", false, `operator Equal with value "", not "gpu"`, "add toleration"},
+		{"key typo", "  tolerations: [{key: skus, operator: Exists}]\n", false, `toleration key "skus" is not "sku"`, "add toleration"},
+		{"selector value typo", "  nodeSelector: {payload: task_runer}\n  tolerations: [{operator: Exists}]\n", false, "nodeSelector payload=task_runer: pool nodes have payload=task_runner", `set nodeSelector payload: "task_runner"`},
+		{"selector key typo", "  nodeSelector: {paylod: task_runner}\n  tolerations: [{operator: Exists}]\n", false, "no label paylod (they have payload=task_runner)", "set nodeSelector payload"},
+		{"required affinity", "  tolerations: [{operator: Exists}]\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: payload, operator: In, values: [other]}]}]}}}\n", false, "term 1: payload In [other] (pool nodes have payload=task_runner)", "make one nodeSelectorTerm match"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := checkString(t, seedPool(t), gpuPod+tt.spec)
+			c := cell(t, r, "pod/p", ColumnOnPrem)
+			if (c.Verdict == VerdictOK) != tt.ok || !strings.Contains(c.Reason, tt.reason) || !strings.Contains(c.Fix, tt.fix) {
+				t.Errorf("cell %+v; want ok=%t, reason containing %q, fix containing %q", c, tt.ok, tt.reason, tt.fix)
+			}
+			if r.OK != tt.ok {
+				t.Errorf("report OK %t, want %t", r.OK, tt.ok)
+			}
+		})
+	}
+}
+
+func TestTaintSquatter(t *testing.T) {
+	t.Parallel()
+	pool := seedPool(t)
+	squat := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      tolerations: [{key: sku, operator: Exists}]\n      containers: [{name: c, image: i}]\n"
+	c := cell(t, checkString(t, pool, squat), "deployment/web", ColumnOnPrem)
+	if c.Verdict != VerdictFail || !strings.Contains(c.Reason, "without requesting nvidia.com/gpu") {
+		t.Errorf("squatter: %+v", c)
+	}
+	// A monitoring DaemonSet that tolerates everything is not flagged.
+	ds := "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: node-exporter}\nspec:\n  template:\n    spec:\n      tolerations: [{operator: Exists}]\n      containers: [{name: c, image: prom/node-exporter}]\n"
+	if r := checkString(t, pool, ds); len(r.Rows) != 0 || r.Ignored != 1 {
+		t.Errorf("DaemonSet: rows %+v, ignored %d", r.Rows, r.Ignored)
+	}
+}
+
+func TestMetricRefs(t *testing.T) {
+	t.Parallel()
+	got := MetricRefs(`sum(nodeprep_stage_ok{stage="selftest", instance=~"gpu.*"}) + count(nodeprep_ready == 1) or label_replace(up, "x", "nodeprep_fake", "", "")`)
+	want := []MetricRef{{Name: "nodeprep_stage_ok", Labels: []string{"stage", "instance"}}, {Name: "nodeprep_ready"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("MetricRefs = %+v, want %+v", got, want)
+	}
+}
+
+// FuzzMetricRefs: the scanner never panics, and every name it returns is a
+// nodeprep_ identifier that occurs in the query.
+func FuzzMetricRefs(f *testing.F) {
+	f.Add(`sum(nodeprep_stage_ok{stage="selftest"}) or vector(0)`)
+	f.Add(`nodeprep_ready{instance=~"a\\"b", job='x'}`)
+	f.Add("nodeprep_ready{")
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, r := range MetricRefs(q) {
+			if !strings.HasPrefix(r.Name, "nodeprep_") || !strings.Contains(q, r.Name) {
+				t.Fatalf("ref %q from %q", r.Name, q)
+			}
+			for _, l := range r.Labels {
+				if l == "" || !strings.Contains(q, l) {
+					t.Fatalf("label %q from %q", l, q)
+				}
+			}
+		}
+	})
+}
+
+func TestTriggers(t *testing.T) {
+	t.Parallel()
+	sj := func(query string) string {
+		return fmt.Sprintf(`apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata: {name: cloud}
+spec:
+  jobTargetRef: {template: {spec: {containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]}}}
+  triggers:
+  - type: prometheus
+    metadata: {serverAddress: "http://p", threshold: "1", query: %q}
+`, query)
+	}
+	tests := []struct{ query, reason string }{
+		{"count(nodeprep_ready == 1)", ""},
+		{"count(nodeprep_redy == 1)", "nodeprep exports no metric nodeprep_redy"},
+		{`count(nodeprep_ready{pool="a"} == 1)`, `nodeprep_ready has no label "pool"`},
+		{"sum(nodeprep_gpus)", "no prometheus trigger watches nodeprep_ready"},
+	}
+	for _, tt := range tests {
+		c := cell(t, checkString(t, seedPool(t), sj(tt.query)), "scaledjob/cloud", ColumnMetrics)
+		if (tt.reason == "") != (c.Verdict == VerdictOK) || !strings.Contains(c.Reason, tt.reason) {
+			t.Errorf("query %q: %+v, want reason %q", tt.query, c, tt.reason)
+		}
+	}
+}
+
+func renderSeed(t testing.TB, pool Pool) []Document {
+	t.Helper()
+	docs, err := Render(RenderOptions{Pool: pool, FallbackInstanceTypes: []string{"g5.xlarge"}, MaxGPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}
+
+// TestRenderPassesCheck: check passes on render's own output, for both
+// seed setups.
+func TestRenderPassesCheck(t *testing.T) {
+	t.Parallel()
+	for _, pool := range []Pool{seedPool(t), mustPool(t, "nodeprep.dev/pool=gpu", "nvidia.com/gpu=present:NoSchedule", "dedicated=ml:NoExecute")} {
+		objs, skipped, err := Read("render.yaml", bytes.NewReader(Join(renderSeed(t, pool))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Check(objs, skipped, CheckOptions{Pool: pool, Metrics: metrics})
+		if !r.OK || len(skipped) != 0 {
+			t.Errorf("pool %s: check fails on render's output: %+v", pool.Label, r.Rows)
+		}
+		roles := map[string]bool{}
+		for _, row := range r.Rows {
+			roles[row.Role] = true
+		}
+		for _, want := range []string{RoleDevicePlugin, RoleGPUWorkload, RoleCloudTier, RoleTrigger, RoleNodePool} {
+			if !roles[want] {
+				t.Errorf("no %s row in %+v", want, r.Rows)
+			}
+		}
+	}
+}
+
+func TestRenderNeedsPoolLabel(t *testing.T) {
+	t.Parallel()
+	if _, err := Render(RenderOptions{}); err == nil || !strings.Contains(err.Error(), "pool label") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestRenderMatchesCRDSchemas checks every rendered KEDA and Karpenter
+// field against the projects' published CRD schemas (known property,
+// type, enum, required), as the API server would.
+func TestRenderMatchesCRDSchemas(t *testing.T) {
+	t.Parallel()
+	schemas := map[string]string{"scaledjob.yaml": "keda.sh_scaledjobs.v1alpha1.json", "nodepool.yaml": "karpenter.sh_nodepools.v1.json"}
+	for _, d := range renderSeed(t, seedPool(t)) {
+		name, ok := schemas[d.File]
+		if !ok {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(upstream, "crds", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatal(err)
+		}
+		js, err := yaml.YAMLToJSON(d.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc any
+		if err := json.Unmarshal(js, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if errs := validateSchema("", doc, schema); len(errs) > 0 {
+			t.Errorf("%s against %s:\n%s", d.File, name, strings.Join(errs, "\n"))
+		}
+	}
+	// The validator is not vacuous: a misspelt field fails it.
+	raw, _ := os.ReadFile(filepath.Join(upstream, "crds", "karpenter.sh_nodepools.v1.json"))
+	var schema map[string]any
+	json.Unmarshal(raw, &schema)
+	bad := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"requirements": []any{}, "nodeClassRef": map[string]any{"group": "g", "kind": "k", "name": "n"}, "taint": []any{}}}, "disruption": map[string]any{"consolidationPolicy": "Sometimes"}}}
+	if errs := validateSchema("", bad, schema); len(errs) != 2 {
+		t.Errorf("a bad NodePool gave %q; want the unknown field and the enum", errs)
+	}
+}
+
+// validateSchema checks v against an OpenAPI v3 structural schema: the
+// subset CRDs use (object properties and additionalProperties, arrays,
+// scalars, enum, required, anyOf, int-or-string, preserve-unknown-fields).
+func validateSchema(path string, v any, s map[string]any) []string {
+	if s["x-kubernetes-preserve-unknown-fields"] == true && s["properties"] == nil {
+		return nil
+	}
+	if s["x-kubernetes-int-or-string"] == true {
+		switch v.(type) {
+		case string, float64:
+			return nil
+		}
+		return []string{path + ": want an integer or a string"}
+	}
+	if alts, ok := s["anyOf"].([]any); ok && s["type"] == nil {
+		for _, alt := range alts {
+			if len(validateSchema(path, v, alt.(map[string]any))) == 0 {
+				return nil
+			}
+		}
+		return []string{path + ": matches no anyOf branch"}
+	}
+	var errs []string
+	if enum, ok := s["enum"].([]any); ok && !slices.Contains(enum, v) {
+		errs = append(errs, fmt.Sprintf("%s: %v not in enum %v", path, v, enum))
+	}
+	switch s["type"] {
+	case "object":
+		m, ok := v.(map[string]any)
+		if !ok {
+			return append(errs, path+": want an object")
+		}
+		props, _ := s["properties"].(map[string]any)
+		for _, r := range asSlice(s["required"]) {
+			if _, ok := m[r.(string)]; !ok {
+				errs = append(errs, fmt.Sprintf("%s: required field %s missing", path, r))
+			}
+		}
+		for k, x := range m {
+			if ps, ok := props[k].(map[string]any); ok {
+				errs = append(errs, validateSchema(path+"."+k, x, ps)...)
+				continue
+			}
+			if ap, ok := s["additionalProperties"].(map[string]any); ok {
+				errs = append(errs, validateSchema(path+"."+k, x, ap)...)
+				continue
+			}
+			if s["x-kubernetes-preserve-unknown-fields"] == true || path == ".metadata" {
+				continue
+			}
+			errs = append(errs, fmt.Sprintf("%s: unknown field %q", path, k))
+		}
+	case "array":
+		a, ok := v.([]any)
+		if !ok {
+			return append(errs, path+": want an array")
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, x := range a {
+				errs = append(errs, validateSchema(fmt.Sprintf("%s[%d]", path, i), x, items)...)
+			}
+		}
+	case "string":
+		if _, ok := v.(string); !ok {
+			errs = append(errs, path+": want a string")
+		}
+	case "integer":
+		if f, ok := v.(float64); !ok || f != float64(int64(f)) {
+			errs = append(errs, path+": want an integer")
+		}
+	case "number":
+		if _, ok := v.(float64); !ok {
+			errs = append(errs, path+": want a number")
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			errs = append(errs, path+": want a boolean")
+		}
+	}
+	return errs
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+// BenchmarkCheck1000 reads and checks one file of 1,000 GPU Deployments
+// against the pool and a fallback NodePool.
+func BenchmarkCheck1000(b *testing.B) {
+	var buf bytes.Buffer
+	for _, d := range renderSeed(b, seedPool(b)) {
+		if d.File == "nodepool.yaml" {
+			buf.Write(d.Data)
+		}
+	}
+	for i := range 1000 {
+		fmt.Fprintf(&buf, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: w%d, namespace: team}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: w%d}}
+  template:
+    metadata: {labels: {app: w%d}}
+    spec:
+      nodeSelector: {payload: task_runner}
+      tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoSchedule}]
+      affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, preference: {matchExpressions: [{key: karpenter.sh/nodepool, operator: DoesNotExist}]}}]}}
+      containers:
+      - name: main
+        image: registry.example/w:%d
+        args: [--serve, --port=8080]
+        env: [{name: A, value: b}]
+        resources: {limits: {nvidia.com/gpu: 1, cpu: "4", memory: 16Gi}, requests: {cpu: "2", memory: 8Gi}}
+`, i, i, i, i)
+	}
+	data := buf.Bytes()
+	pool := seedPool(b)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		objs, skipped, err := Read("bench.yaml", bytes.NewReader(data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := Check(objs, skipped, CheckOptions{Pool: pool, Metrics: metrics}); !r.OK || len(r.Rows) != 1001 {
+			b.Fatalf("ok %t, %d rows", r.OK, len(r.Rows))
+		}
+	}
+}

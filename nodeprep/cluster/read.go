@@ -1,0 +1,271 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// Object is one document of a manifest, decoded. Exactly one of PodSpec
+// (a workload), ScaledJob, ScaledObject, NodePool or Values is set.
+type Object struct {
+	// Source is where the document came from: "file.yaml#2" (the second
+	// document; List items add "/items/N").
+	Source    string `json:"source"`
+	Kind      string `json:"kind"` // Deployment, Job, ..., or "HelmValues" for the device plugin's values
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	// PodSpec is a workload's pod template spec (a Pod's own spec).
+	PodSpec      *corev1.PodSpec     `json:"-"`
+	ScaledJob    *ScaledJob          `json:"-"`
+	ScaledObject *ScaledObject       `json:"-"`
+	NodePool     *NodePool           `json:"-"`
+	Values       *DevicePluginValues `json:"-"`
+}
+
+// ID names the object in reports: "kind/namespace/name", or "kind/name"
+// without a namespace.
+func (o *Object) ID() string {
+	k := strings.ToLower(o.Kind)
+	if o.Namespace != "" {
+		return k + "/" + o.Namespace + "/" + o.Name
+	}
+	return k + "/" + o.Name
+}
+
+// Skipped is a document Read did not judge: a kind outside the package's
+// set (Service, ConfigMap, ...) or a known kind at an API version it does
+// not read.
+type Skipped struct {
+	Source     string `json:"source"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name,omitempty"`
+}
+
+// KindHelmValues is Object.Kind for the device plugin chart's values file.
+const KindHelmValues = "HelmValues"
+
+// maxDocument bounds one YAML document (bytes): a manifest larger than this
+// is not something a person wrote.
+const maxDocument = 16 << 20
+
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+}
+
+// Read decodes every document of a multi-document YAML stream named name.
+// Deployment, StatefulSet, DaemonSet, Job, CronJob and Pod (their k8s.io/api
+// types), KEDA ScaledJob and ScaledObject (keda.sh/v1alpha1), Karpenter
+// NodePool (karpenter.sh/v1) and a v1 List of them decode strictly: an
+// unknown or duplicate field is an error. A document with neither apiVersion
+// nor kind must be the device plugin chart's values (DevicePluginValues).
+// Other kinds are returned as Skipped. Errors name the document and are
+// marked fault.ErrMalformed.
+func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
+	yr := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	var (
+		objs []Object
+		skip []Skipped
+	)
+	for n := 1; ; n++ {
+		doc, err := yr.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, skip, nil
+		}
+		if err != nil {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q: %w", name, err))
+		}
+		if len(doc) > maxDocument {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q document %d: larger than %d MiB", name, n, maxDocument>>20))
+		}
+		src := fmt.Sprintf("%s#%d", name, n)
+		js, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
+		}
+		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			continue // an empty document: comments only, or a leading ---
+		}
+		if err := decodeDoc(src, js, &objs, &skip); err != nil {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
+		}
+	}
+}
+
+func decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skipped) error {
+	if len(js) == 0 || js[0] != '{' {
+		return errors.New("not a mapping")
+	}
+	var tm typeMeta
+	if err := json.Unmarshal(js, &tm); err != nil {
+		return err
+	}
+	strict := func(v any) error {
+		strictErrs, err := kjson.UnmarshalStrict(js, v)
+		if err != nil {
+			return err
+		}
+		return errors.Join(strictErrs...)
+	}
+	if tm.APIVersion == "" && tm.Kind == "" {
+		var v DevicePluginValues
+		if err := strict(&v); err != nil {
+			return fmt.Errorf("no apiVersion or kind, and not the nvidia-device-plugin chart's values: %w", err)
+		}
+		*objs = append(*objs, Object{Source: src, Kind: KindHelmValues, Name: path.Base(strings.SplitN(src, "#", 2)[0]), Values: &v})
+		return nil
+	}
+	o := Object{Source: src, Kind: tm.Kind}
+	var meta *metaRef
+	switch tm.APIVersion + " " + tm.Kind {
+	case "v1 List":
+		var l struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Metadata   json.RawMessage   `json:"metadata,omitempty"`
+			Items      []json.RawMessage `json:"items"`
+		}
+		if err := strict(&l); err != nil {
+			return err
+		}
+		for i, it := range l.Items {
+			if err := decodeDoc(fmt.Sprintf("%s/items/%d", src, i), it, objs, skip); err != nil {
+				return fmt.Errorf("items[%d]: %w", i, err)
+			}
+		}
+		return nil
+	case "apps/v1 Deployment":
+		var v appsv1.Deployment
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case "apps/v1 StatefulSet":
+		var v appsv1.StatefulSet
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case "apps/v1 DaemonSet":
+		var v appsv1.DaemonSet
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case "batch/v1 Job":
+		var v batchv1.Job
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case "batch/v1 CronJob":
+		var v batchv1.CronJob
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec.JobTemplate.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case "v1 Pod":
+		var v corev1.Pod
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.PodSpec, meta = &v.Spec, &metaRef{v.Name, v.Namespace}
+	case KEDAAPIVersion + " " + KindScaledJob:
+		var v ScaledJob
+		if err := strict(&v); err != nil {
+			return err
+		}
+		if v.Spec.JobTargetRef == nil {
+			return errors.New("ScaledJob has no spec.jobTargetRef")
+		}
+		o.ScaledJob, o.PodSpec, meta = &v, &v.Spec.JobTargetRef.Template.Spec, &metaRef{v.Name, v.Namespace}
+	case KEDAAPIVersion + " " + KindScaledObject:
+		var v ScaledObject
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.ScaledObject, meta = &v, &metaRef{v.Name, v.Namespace}
+	case KarpenterAPIVersion + " " + KindNodePool:
+		var v NodePool
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.NodePool, meta = &v, &metaRef{v.Name, ""}
+	default:
+		*skip = append(*skip, Skipped{Source: src, APIVersion: tm.APIVersion, Kind: tm.Kind, Name: tm.Metadata.Name})
+		return nil
+	}
+	o.Name, o.Namespace = meta.name, meta.namespace
+	*objs = append(*objs, o)
+	return nil
+}
+
+type metaRef struct{ name, namespace string }
+
+// ReadFS reads name from fsys: a file with Read, or a directory whose
+// *.yaml, *.yml and *.json files (recursively, in lexical order) are each
+// read with Read. Sources are named by their path. Errors are Read's, or
+// reading fsys (marked fault.ErrUnavailable).
+func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", name, err))
+	}
+	var files []string
+	if !st.IsDir() {
+		files = []string{name}
+	} else {
+		err := fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch path.Ext(p) {
+			case ".yaml", ".yml", ".json":
+				if d.Type().IsRegular() {
+					files = append(files, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", name, err))
+		}
+	}
+	var (
+		objs []Object
+		skip []Skipped
+	)
+	for _, f := range files {
+		fh, err := fsys.Open(f)
+		if err != nil {
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", f, err))
+		}
+		o, s, err := Read(f, fh)
+		fh.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		objs, skip = append(objs, o...), append(skip, s...)
+	}
+	return objs, skip, nil
+}

@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+var upstream = filepath.Join("..", "..", "testdata", "cluster", "upstream")
+
+// TestReadUpstreamExamples: the projects' own example manifests decode
+// strictly into the local types.
+func TestReadUpstreamExamples(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file, kind, name string
+	}{
+		{"karpenter-default-nodepool.yaml", KindNodePool, "default"},
+		{"keda-scaledjob-sample.yaml", KindScaledJob, "scaledjob-sample"},
+		{"keda-scaledobject-sample.yaml", KindScaledObject, "example-scaledobject"},
+		{"nvidia-device-plugin.yml", "DaemonSet", "nvidia-device-plugin-daemonset"},
+		{"nvidia-device-plugin-values.yaml", KindHelmValues, "nvidia-device-plugin-values.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			objs, skipped, err := ReadFS(os.DirFS(upstream), tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) != 1 || len(skipped) != 0 {
+				t.Fatalf("got %d objects, %d skipped; want 1, 0", len(objs), len(skipped))
+			}
+			if o := objs[0]; o.Kind != tt.kind || o.Name != tt.name {
+				t.Errorf("got %s %q, want %s %q", o.Kind, o.Name, tt.kind, tt.name)
+			}
+		})
+	}
+}
+
+func TestReadUpstreamValuesDefaults(t *testing.T) {
+	t.Parallel()
+	objs, _, err := ReadFS(os.DirFS(upstream), "nvidia-device-plugin-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := objs[0].Values
+	if v.Affinity == nil || len(v.Tolerations) != 2 || v.GFD == nil || v.GFD.Enabled == nil || *v.GFD.Enabled {
+		t.Errorf("chart defaults not read: affinity %v, tolerations %v, gfd %+v", v.Affinity, v.Tolerations, v.GFD)
+	}
+	// The chart's defaults are what valuesPodSpec assumes for an absent key.
+	if got := valuesPodSpec(&DevicePluginValues{}); len(got.Tolerations) != len(v.Tolerations) ||
+		len(got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) !=
+			len(v.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) {
+		t.Errorf("valuesPodSpec's defaults %+v differ from the chart's %+v", got, v)
+	}
+}
+
+func TestReadStrict(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"unknown field in a Deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      nodeSelectr: {a: b}\n", "nodeSelectr"},
+		{"duplicate key", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nmetadata: {name: y}\n", "already set"},
+		{"case-insensitive match refused", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {NodeSelector: {a: b}}\n", "NodeSelector"},
+		{"unknown field in a NodePool", "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      taint: []\n      requirements: []\n      nodeClassRef: {group: g, kind: k, name: default}\n", "taint"},
+		{"unknown field in a ScaledJob", "apiVersion: keda.sh/v1alpha1\nkind: ScaledJob\nmetadata: {name: x}\nspec:\n  jobTargetRef: {template: {}}\n  maxReplicas: 3\n  triggers: []\n", "maxReplicas"},
+		{"a typo in the chart's values", "nodeSelectors: {a: b}\n", "nodeSelectors"},
+		{"a list as a document", "- a\n- b\n", "not a mapping"},
+		{"a ScaledJob without jobTargetRef", "apiVersion: keda.sh/v1alpha1\nkind: ScaledJob\nmetadata: {name: x}\nspec:\n  triggers: []\n", "jobTargetRef"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := Read("m.yaml", strings.NewReader(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, fault.ErrMalformed) {
+				t.Errorf("err = %v; want a malformed-input error naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadDocumentsAndLists(t *testing.T) {
+	t.Parallel()
+	in := `# comment only
+---
+apiVersion: v1
+kind: Service
+metadata: {name: svc}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {name: j, namespace: ns}
+  spec: {template: {spec: {containers: [{name: c, image: i}]}}}
+- apiVersion: batch/v1
+  kind: CronJob
+  metadata: {name: cj}
+  spec: {schedule: "* * * * *", jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}}
+---
+apiVersion: karpenter.sh/v1beta1
+kind: NodePool
+metadata: {name: old}
+`
+	objs, skipped, err := Read("m.yaml", strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, o := range objs {
+		ids = append(ids, o.ID()+"@"+o.Source)
+	}
+	if got, want := strings.Join(ids, " "), "job/ns/j@m.yaml#3/items/0 cronjob/cj@m.yaml#3/items/1"; got != want {
+		t.Errorf("objects %s, want %s", got, want)
+	}
+	if len(skipped) != 2 || skipped[0].Kind != "Service" || skipped[1].APIVersion != "karpenter.sh/v1beta1" {
+		t.Errorf("skipped %+v", skipped)
+	}
+}
+
+// FuzzRead: the manifest reader returns objects or an error, never panics,
+// and every error is marked malformed.
+func FuzzRead(f *testing.F) {
+	for _, name := range []string{"karpenter-default-nodepool.yaml", "keda-scaledjob-sample.yaml", "nvidia-device-plugin.yml", "nvidia-device-plugin-values.yaml"} {
+		data, err := os.ReadFile(filepath.Join(upstream, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Pod, metadata: {name: p}}]\n"))
+	f.Add([]byte("---\n---\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		objs, _, err := Read("fuzz.yaml", strings.NewReader(string(data)))
+		if err != nil {
+			if !errors.Is(err, fault.ErrMalformed) {
+				t.Fatalf("error not marked malformed: %v", err)
+			}
+			return
+		}
+		r := Check(objs, nil, CheckOptions{Pool: seedPool(t)})
+		if len(r.Columns) == 0 {
+			t.Fatal("no columns")
+		}
+	})
+}

@@ -1,0 +1,426 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// Placeholder starts every value render cannot know (the node class, the
+// Prometheus address, the image): a user replaces each before applying.
+// Rendered lines holding one end with the comment "# placeholder".
+const Placeholder = "REPLACE_ME"
+
+// NodeClassRef names the cloud provider's node class for the NodePool.
+type NodeClassRef struct {
+	Group, Kind, Name string
+}
+
+// RenderOptions are render's inputs: the pool from nodeprep's config and
+// the cluster-side choices. Zero values take the defaults in Render's doc.
+type RenderOptions struct {
+	Pool Pool
+	// GFD enables GPU Feature Discovery in the device plugin chart; turn it
+	// off when nodeprep writes GFD's labels itself (join.gfdLabels).
+	GFD bool
+	// Name names the Job, ScaledJob ("<Name>-fallback") and NodePool
+	// ("<Name>-fallback"); default "nodeprep-gpu".
+	Name string
+	// Namespace of the Job and ScaledJob; default "default".
+	Namespace string
+	// Image is the workload's container image; default a placeholder.
+	Image string
+	// GPUsPerJob is nvidia.com/gpu per pod; default 1.
+	GPUsPerJob int
+	// MaxGPUs caps the fallback: the NodePool's nvidia.com/gpu limit and
+	// the ScaledJob's maxReplicaCount (MaxGPUs / GPUsPerJob); default 4.
+	MaxGPUs int
+	// FallbackInstanceTypes are the NodePool's node.kubernetes.io/instance-type
+	// values; none gives a placeholder.
+	FallbackInstanceTypes []string
+	// CapacityTypes are karpenter.sh/capacity-type values; default on-demand.
+	CapacityTypes []string
+	// NodeClass is the NodePool's nodeClassRef; unset fields are placeholders.
+	NodeClass NodeClassRef
+	// PrometheusAddress is the KEDA trigger's serverAddress; default a placeholder.
+	PrometheusAddress string
+	// HealthInterval is how often `nodeprep health` runs on the nodes
+	// (services.nodeprep.health.interval); a node whose last run is older
+	// than three intervals counts as not ready. Default 5m.
+	HealthInterval time.Duration
+	// ConsolidateAfter is the NodePool's disruption.consolidateAfter; default 5m.
+	ConsolidateAfter time.Duration
+}
+
+// Document is one rendered file.
+type Document struct {
+	File string // file name under --out ("nodepool.yaml")
+	Data []byte // YAML, starting with a comment that says what it is
+}
+
+func (o *RenderOptions) defaults() {
+	if o.Name == "" {
+		o.Name = "nodeprep-gpu"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Image == "" {
+		o.Image = Placeholder + "/your-gpu-image:tag"
+	}
+	if o.GPUsPerJob <= 0 {
+		o.GPUsPerJob = 1
+	}
+	if o.MaxGPUs <= 0 {
+		o.MaxGPUs = 4
+	}
+	if len(o.FallbackInstanceTypes) == 0 {
+		o.FallbackInstanceTypes = []string{Placeholder + "-gpu-instance-type"}
+	}
+	if len(o.CapacityTypes) == 0 {
+		o.CapacityTypes = []string{"on-demand"}
+	}
+	if o.NodeClass.Group == "" {
+		o.NodeClass.Group = Placeholder + ".node-class.group"
+	}
+	if o.NodeClass.Kind == "" {
+		o.NodeClass.Kind = Placeholder + "NodeClassKind"
+	}
+	if o.NodeClass.Name == "" {
+		o.NodeClass.Name = Placeholder + "-node-class"
+	}
+	if o.PrometheusAddress == "" {
+		o.PrometheusAddress = "http://" + Placeholder + "-prometheus.monitoring.svc:9090"
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 5 * time.Minute
+	}
+	if o.ConsolidateAfter <= 0 {
+		o.ConsolidateAfter = 5 * time.Minute
+	}
+}
+
+// Render returns the cluster half of the node contract, one Document each:
+// the device plugin chart's values (device-plugin-values.yaml), an example
+// Job with the workload snippet in its header (job.yaml), a KEDA ScaledJob
+// for the cloud tier (scaledjob.yaml) and a Karpenter NodePool for the
+// fallback (nodepool.yaml). All select the pool label and tolerate every
+// pool taint; the fallback's nodes carry the same label and taints. It
+// needs a pool label (Pool.Label): without one the error is marked
+// fault.ErrUsage.
+func Render(opts RenderOptions) ([]Document, error) {
+	opts.defaults()
+	p := opts.Pool
+	if p.Label.Key == "" {
+		return nil, fault.Usage(errors.New("rendering the cluster manifests: no pool label: set cluster.poolLabel (or --pool-label) to a label the nodes register with, e.g. add nodeprep.dev/pool=gpu to join.labels"))
+	}
+	if opts.MaxGPUs < opts.GPUsPerJob {
+		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: --max-gpus %d is less than --gpus-per-job %d", opts.MaxGPUs, opts.GPUsPerJob))
+	}
+	var tols []corev1.Toleration
+	var taintList []string
+	for _, t := range p.Taints {
+		tols = append(tols, Toleration(t))
+		taintList = append(taintList, t.String())
+	}
+	selector := map[string]string{p.Label.Key: p.Label.Value}
+	npName := opts.Name + "-fallback"
+
+	var docs []Document
+	add := func(file, header string, v any) error {
+		data, err := encode(v)
+		if err != nil {
+			return fmt.Errorf("rendering %s: %w", file, err)
+		}
+		docs = append(docs, Document{File: file, Data: append([]byte(comment(header)), markPlaceholders(data)...)})
+		return nil
+	}
+
+	// The device plugin chart's values.
+	listStrategy, idStrategy := ListStrategyEnvvar, IDStrategyUUID
+	if len(p.DeviceNames) > 0 && !containsString(p.DeviceNames, IDStrategyUUID) {
+		idStrategy = IDStrategyIndex
+	}
+	driverRoot := p.DriverRoot
+	if driverRoot == "" {
+		driverRoot = "/"
+	}
+	runtimeClass := "nvidia"
+	gfd := opts.GFD
+	pluginTols := append([]corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}, tols...)
+	values := DevicePluginValues{
+		DeviceListStrategy: &listStrategy,
+		DeviceIDStrategy:   &idStrategy,
+		NvidiaDriverRoot:   &driverRoot,
+		RuntimeClassName:   &runtimeClass,
+		NodeSelector:       selector,
+		Affinity:           poolAffinity(p.Label),
+		Tolerations:        pluginTols,
+		GFD:                &GFDValues{Enabled: &gfd},
+	}
+	if err := add("device-plugin-values.yaml", fmt.Sprintf(`Helm values for the NVIDIA device plugin (chart nvidia-device-plugin), from nodeprep's config.
+helm upgrade -i nvdp nvdp/nvidia-device-plugin -n nvidia-device-plugin --create-namespace -f device-plugin-values.yaml
+Not a Kubernetes object: do not kubectl apply it.
+- nodeSelector and affinity pin the plugin to the pool label %s (the affinity replaces the
+  chart's default, which wants Node Feature Discovery's labels).
+- tolerations: every pool taint (%s).
+- deviceListStrategy envvar: the NVIDIA runtime resolves devices from nodeprep's patched CDI spec
+  (the cdi-* strategies make the plugin write a spec of its own, without Vulkan/EGL).
+- deviceIDStrategy %s: the device names cdi.deviceNames makes the spec serve.
+- nvidiaDriverRoot %s: cdi.driverRoot.
+- gfd.enabled %t: GPU Feature Discovery is off when nodeprep writes GFD's labels (join.gfdLabels).`,
+		p.Label, strings.Join(taintList, ", "), idStrategy, driverRoot, gfd), values); err != nil {
+		return nil, err
+	}
+
+	// The example Job: on-prem first, the fallback when the pool is full or down.
+	podSpec := func(preferOnPrem bool) corev1.PodSpec {
+		ps := corev1.PodSpec{
+			RestartPolicy:    corev1.RestartPolicyNever,
+			RuntimeClassName: &runtimeClass,
+			NodeSelector:     selector,
+			Tolerations:      tols,
+			Containers: []corev1.Container{{
+				Name:  "gpu",
+				Image: opts.Image,
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					GPUResource: *resource.NewQuantity(int64(opts.GPUsPerJob), resource.DecimalSI),
+				}},
+			}},
+		}
+		if preferOnPrem {
+			ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+					Weight: 100,
+					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+						{Key: labelNodePool, Operator: corev1.NodeSelectorOpDoesNotExist},
+					}},
+				}},
+			}}
+		}
+		return ps
+	}
+	backoff := int32(2)
+	job := batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template:     corev1.PodTemplateSpec{Spec: podSpec(true)},
+		},
+	}
+	snippet, err := encode(map[string]any{"spec": map[string]any{
+		"runtimeClassName": runtimeClass, "nodeSelector": selector, "tolerations": tols, "affinity": job.Spec.Template.Spec.Affinity,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("rendering the workload snippet: %w", err)
+	}
+	if err := add("job.yaml", `An example GPU Job: on-prem first, the fallback NodePool when the pool is full or down.
+The workload snippet: put these fields in any GPU pod template:
+`+indent(string(snippet), "  ")+`  and request nvidia.com/gpu in the container's resources.limits.
+runtimeClassName nvidia: k3s registers the nvidia runtime; the fallback's nodes need a RuntimeClass
+handler of that name too.`, job); err != nil {
+		return nil, err
+	}
+
+	// The cloud tier: KEDA starts Jobs on the fallback while no pool node is ready.
+	maxReplicas := int32(opts.MaxGPUs / opts.GPUsPerJob)
+	poll := int32(30)
+	cloud := podSpec(false)
+	cloud.NodeSelector = map[string]string{p.Label.Key: p.Label.Value, labelNodePool: npName}
+	stale := int64((3 * opts.HealthInterval).Seconds())
+	query := fmt.Sprintf("((count((%s == 1) and ((time() - nodeprep_last_run_timestamp_seconds) < %d)) or vector(0)) == bool 0) * %d",
+		MetricReady, stale, maxReplicas)
+	sj := ScaledJob{
+		TypeMeta:   metav1.TypeMeta{APIVersion: KEDAAPIVersion, Kind: KindScaledJob},
+		ObjectMeta: metav1.ObjectMeta{Name: npName, Namespace: opts.Namespace},
+		Spec: ScaledJobSpec{
+			JobTargetRef:    &batchv1.JobSpec{BackoffLimit: &backoff, Template: corev1.PodTemplateSpec{Spec: cloud}},
+			PollingInterval: &poll,
+			MaxReplicaCount: &maxReplicas,
+			ScalingStrategy: &ScalingStrategy{MultipleScalersCalculation: "min"},
+			Triggers: []ScaleTrigger{{
+				Type: "prometheus",
+				Name: "pool-down",
+				Metadata: map[string]string{
+					"serverAddress":       opts.PrometheusAddress,
+					"query":               query,
+					"threshold":           "1",
+					"activationThreshold": "0",
+				},
+			}},
+		},
+	}
+	if err := add("scaledjob.yaml", fmt.Sprintf(`The cloud tier: a KEDA ScaledJob whose Jobs run on the fallback NodePool %s.
+Trigger pool-down: %d (maxReplicaCount, the spend cap) while no pool node has %s 1 from a
+nodeprep run younger than %s (3 health intervals); 0 otherwise. node_exporter's textfile collector
+exports the metrics from the nodes.
+ADD YOUR QUEUE TRIGGER (the work waiting) to spec.triggers: multipleScalersCalculation min then
+starts min(queue length, %d) Jobs, and only while the pool is down.`, npName, maxReplicas, MetricReady, shortDuration(3*opts.HealthInterval), maxReplicas), sj); err != nil {
+		return nil, err
+	}
+
+	// The fallback NodePool.
+	var taints []corev1.Taint
+	for _, t := range p.Taints {
+		taints = append(taints, KubeTaint(t))
+	}
+	arch := p.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
+	weight := int32(10)
+	np := NodePool{
+		TypeMeta:   metav1.TypeMeta{APIVersion: KarpenterAPIVersion, Kind: KindNodePool},
+		ObjectMeta: metav1.ObjectMeta{Name: npName},
+		Spec: NodePoolSpec{
+			Template: NodeClaimTemplate{
+				Metadata: TemplateMeta{Labels: map[string]string{p.Label.Key: p.Label.Value}},
+				Spec: NodeClaimTemplateSpec{
+					Taints: taints,
+					Requirements: []NodeRequirement{
+						{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpIn, Values: opts.FallbackInstanceTypes},
+						{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpIn, Values: opts.CapacityTypes},
+						{Key: labelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}},
+						{Key: labelOS, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+					},
+					NodeClassRef: &NodeClassReference{Group: opts.NodeClass.Group, Kind: opts.NodeClass.Kind, Name: opts.NodeClass.Name},
+				},
+			},
+			Disruption: &Disruption{ConsolidationPolicy: "WhenEmpty", ConsolidateAfter: shortDuration(opts.ConsolidateAfter)},
+			Limits:     corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(opts.MaxGPUs), resource.DecimalSI)},
+			Weight:     &weight,
+		},
+	}
+	if err := add("nodepool.yaml", fmt.Sprintf(`The fallback: a Karpenter NodePool with the pool's label %s and taints (%s).
+No replicas: zero nodes until a pending pod needs one; consolidationPolicy WhenEmpty removes
+a node %s after its last Job ends (running Jobs are not disrupted). limits caps nvidia.com/gpu at %d.
+nodeClassRef and the instance types are your cloud's: replace the placeholders.`,
+		p.Label, strings.Join(taintList, ", "), shortDuration(opts.ConsolidateAfter), opts.MaxGPUs), np); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+func poolAffinity(l k3s.Label) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: l.Key, Operator: corev1.NodeSelectorOpIn, Values: []string{l.Value}}},
+		}}},
+	}}
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// encode writes v as block YAML through its JSON form (so the API types'
+// json tags decide the keys), without the empty status and null
+// creationTimestamp fields the API types always emit.
+func encode(v any) ([]byte, error) {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m any
+	if err := json.Unmarshal(js, &m); err != nil {
+		return nil, err
+	}
+	prune(m)
+	return yaml.Marshal(m)
+}
+
+func prune(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			switch {
+			case k == "creationTimestamp" && x == nil:
+				delete(t, k)
+			case k == "status" || k == "resources" || k == "metadata" || k == "template" || k == "spec":
+				prune(x)
+				if m, ok := x.(map[string]any); ok && len(m) == 0 {
+					delete(t, k)
+				}
+			default:
+				prune(x)
+			}
+		}
+	case []any:
+		for _, x := range t {
+			prune(x)
+		}
+	}
+}
+
+func comment(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if line == "" {
+			b.WriteString("#\n")
+			continue
+		}
+		b.WriteString("# " + line + "\n")
+	}
+	return b.String()
+}
+
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString(prefix + line + "\n")
+	}
+	return b.String()
+}
+
+// markPlaceholders ends every line that holds a Placeholder with a comment.
+func markPlaceholders(data []byte) []byte {
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(Placeholder)) {
+			lines[i] = append(l, []byte("  # placeholder: your value")...)
+		}
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
+
+// Join concatenates documents into one multi-document YAML stream.
+func Join(docs []Document) []byte {
+	var b bytes.Buffer
+	for i, d := range docs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(d.Data)
+	}
+	return b.Bytes()
+}
+
+// shortDuration writes d as Go does without zero units: 5m, 1h30m, 45s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// MetricReady is the metric a cloud tier must watch: 1 on a pool node whose
+// last nodeprep run (up or health) declared it ready.
+const MetricReady = "nodeprep_ready"
+
+// triggerRows judges the prometheus triggers: every nodeprep_ metric a
+// query names must be one nodeprep exports, matched only on its labels or
+// the target's; requireReady demands one trigger on MetricReady.
+func (c *checker) triggerRows(base Row, triggers []ScaleTrigger, requireReady bool) []Row {
+	var why, fixes []string
+	ready := false
+	judged := false
+	for i, t := range triggers {
+		if t.Type != "prometheus" {
+			continue
+		}
+		q := t.Metadata["query"]
+		refs := MetricRefs(q)
+		if len(refs) > 0 {
+			judged = true
+		}
+		for _, ref := range refs {
+			labels, ok := c.metrics[ref.Name]
+			if !ok {
+				why = append(why, fmt.Sprintf("trigger %d: nodeprep exports no metric %s", i+1, ref.Name))
+				if near := nearestMetric(ref.Name, c.metrics); near != "" {
+					fixes = append(fixes, fmt.Sprintf("use %s", near))
+				} else {
+					fixes = append(fixes, "use one of: "+strings.Join(sortedKeys(c.metrics), ", "))
+				}
+				continue
+			}
+			if ref.Name == MetricReady {
+				ready = true
+			}
+			for _, l := range ref.Labels {
+				if !slices.Contains(labels, l) && !slices.Contains(targetLabels, l) {
+					have := append(slices.Clone(labels), targetLabels...)
+					why = append(why, fmt.Sprintf("trigger %d: %s has no label %q (it has %s)", i+1, ref.Name, l, strings.Join(have, ", ")))
+					fixes = append(fixes, fmt.Sprintf("drop the matcher on %q", l))
+				}
+			}
+		}
+	}
+	if requireReady && !ready {
+		judged = true
+		why = append(why, "no prometheus trigger watches "+MetricReady+": the cloud tier does not notice when the pool breaks")
+		fixes = append(fixes, "add a prometheus trigger on "+MetricReady+" (nodeprep cluster render writes one)")
+	}
+	if !judged {
+		return nil
+	}
+	row := base
+	row.Role = RoleTrigger
+	cell := Cell{Column: ColumnMetrics, Verdict: VerdictOK}
+	if len(why) > 0 {
+		cell = Cell{Column: ColumnMetrics, Verdict: VerdictFail, Reason: strings.Join(why, "; "), Fix: strings.Join(fixes, "; ")}
+	}
+	row.Cells = []Cell{cell}
+	return []Row{row}
+}
+
+// MetricRef is one nodeprep_ metric a PromQL query names, with the label
+// names its selector matches on.
+type MetricRef struct {
+	Name   string
+	Labels []string
+}
+
+// MetricRefs scans a PromQL query for metric names starting nodeprep_ and
+// the label names in the selector braces that follow each. It is a scanner,
+// not a parser (the Prometheus parser would pull in the whole Prometheus
+// module for two facts): string literals are skipped, so a name in a label
+// value does not count.
+func MetricRefs(q string) []MetricRef {
+	var refs []MetricRef
+	for i := 0; i < len(q); {
+		ch := q[i]
+		switch {
+		case ch == '"' || ch == '\'' || ch == '`':
+			i = skipString(q, i)
+		case isIdentStart(ch):
+			j := i
+			for j < len(q) && isIdent(q[j]) {
+				j++
+			}
+			name := q[i:j]
+			i = j
+			if !strings.HasPrefix(name, "nodeprep_") {
+				continue
+			}
+			ref := MetricRef{Name: name}
+			k := j
+			for k < len(q) && (q[k] == ' ' || q[k] == '\t' || q[k] == '\n') {
+				k++
+			}
+			if k < len(q) && q[k] == '{' {
+				ref.Labels, i = selectorLabels(q, k+1)
+			}
+			refs = append(refs, ref)
+		default:
+			i++
+		}
+	}
+	return refs
+}
+
+// selectorLabels reads the label names of a selector starting after '{'
+// and returns them and the index after '}'.
+func selectorLabels(q string, i int) ([]string, int) {
+	var labels []string
+	expectName := true
+	for i < len(q) {
+		ch := q[i]
+		switch {
+		case ch == '}':
+			return labels, i + 1
+		case ch == '"' || ch == '\'' || ch == '`':
+			i = skipString(q, i)
+		case ch == ',':
+			expectName = true
+			i++
+		case isIdentStart(ch) && expectName:
+			j := i
+			for j < len(q) && isIdent(q[j]) {
+				j++
+			}
+			labels = append(labels, q[i:j])
+			expectName = false
+			i = j
+		default:
+			i++
+		}
+	}
+	return labels, i
+}
+
+func skipString(q string, i int) int {
+	quote := q[i]
+	i++
+	for i < len(q) {
+		if q[i] == '\\' && quote != '`' {
+			i += 2
+			continue
+		}
+		if q[i] == quote {
+			return i + 1
+		}
+		i++
+	}
+	return i
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isIdent(c byte) bool { return isIdentStart(c) || c == ':' || c >= '0' && c <= '9' }
+
+func nearestMetric(name string, m map[string][]string) string {
+	best, bestD := "", 2 // one edit away: a typo, not another metric
+	for _, k := range sortedKeys(m) {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
