@@ -54,7 +54,7 @@ buildGoModule {
   # over go.mod/go.sum and the Go packages, as buildGoModule makes it.
   # `scripts/vendor-hash.sh --update` recomputes it without nixpkgs, and
   # `make nix-check` (so `make test` and CI) fails when it is stale.
-  vendorHash = "sha256-H7ntskgy6MLSAtA3AKbdgcCbIIfbe894LbDppFEOHuQ=";
+  vendorHash = "sha256-pqjeIcluUHgT5V7719LM9uTIgjIJBPLRXagzdgtyHnA=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
