@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,9 @@ type globals struct {
 	host    *hostfs.Root    // the host root (--root)
 	cfg     nodeprep.Config // defaults, then the config file
 	log     *slog.Logger    // to stderr, level from -v/-q
+	// structured: log (and the final error) in slog's key=value form, with
+	// -v or under journald; else plain "nodeprep: warning: …" lines.
+	structured bool
 }
 
 func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
@@ -75,7 +79,8 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	case g.quiet:
 		level = slog.LevelError
 	}
-	g.log = slog.New(slog.NewTextHandler(g.streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	g.structured = g.verbose || os.Getenv("JOURNAL_STREAM") != ""
+	g.log = newLogger(g.streams.ErrOut, level, g.structured)
 	switch g.output {
 	case "text", "json", "yaml":
 	default:
