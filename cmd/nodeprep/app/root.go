@@ -43,6 +43,7 @@ func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
 		Long: `nodeprep inspects the GPUs through NVML, patches the CDI spec so containers get
 Vulkan and EGL, proves the adapters work, and writes the k3s join drop-in with
 the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
+		Version:           currentVersion().String(),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return g.setup(cmd) },
@@ -50,6 +51,8 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
+	// --version prints the same line as `nodeprep version`.
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fault.Usage(err) })
 
 	f := cmd.PersistentFlags()
