@@ -67,6 +67,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 		newCDICommand(g),
 	)
 	addCommands(cmd, g)
+	registerCompletions(cmd)
 	return cmd, g
 }
 
