@@ -65,6 +65,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.AddCommand(
 		newVersionCommand(g),
 		newCDICommand(g),
+		newManCommand(),
 	)
 	addCommands(cmd, g)
 	registerCompletions(cmd)
@@ -93,7 +94,7 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	if err := checkFlags(cmd.Flags()); err != nil {
 		return err
 	}
-	if cmd.Name() == "version" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
 	host, err := hostfs.New(g.rootDir)
