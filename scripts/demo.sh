@@ -11,8 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${NODEPREP:-bin/nodeprep}
 [ -x "$bin" ] || { echo "demo: $bin not built (make build)" >&2; exit 1; }
-icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1)
-egl=/usr/share/glvnd/egl_vendor.d/50_mesa.json
+# Mesa's lavapipe ICD and EGL vendor manifest: Debian's paths, unless the
+# environment already names them (the Nix build's tests do).
+icd=${VK_DRIVER_FILES:-$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1)}
+egl=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/share/glvnd/egl_vendor.d/50_mesa.json}
 [ -n "$icd" ] && [ -f "$egl" ] || { echo "demo: Mesa's lavapipe/EGL missing (make deps)" >&2; exit 1; }
 
 keep=${DEMO_KEEP:-0}

@@ -12,11 +12,11 @@ import (
 // test's binary: it removes its temporary root on exit and says so, and
 // keeps it with DEMO_KEEP=1.
 func TestDemoCleansUp(t *testing.T) {
-	lavapipe(t)
+	icd, egl := lavapipe(t)
 	for _, keep := range []bool{false, true} {
 		tmp := t.TempDir()
 		cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "demo.sh"))
-		cmd.Env = append(os.Environ(), "NODEPREP="+binary, "TMPDIR="+tmp)
+		cmd.Env = append(os.Environ(), "NODEPREP="+binary, "TMPDIR="+tmp, "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
 		if keep {
 			cmd.Env = append(cmd.Env, "DEMO_KEEP=1")
 		}
