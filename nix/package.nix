@@ -28,8 +28,9 @@
 }:
 
 let
-  # Only what the Go build and its tests read, so editing nix/, the README
-  # or scripts does not rebuild (or re-vendor) anything.
+  # Only what the Go build and its tests read, so editing nix/, the README,
+  # the hand-written docs or the other scripts does not rebuild (or
+  # re-vendor) anything.
   root = ../.;
   src = lib.fileset.toSource {
     inherit root;
