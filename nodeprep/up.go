@@ -419,7 +419,9 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
 		u.report.Tainted = true
-		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
+		// The stage's reasons and the verdict say it; a warning would say
+		// it a third time.
+		u.opts.Log.Debug("self-test failed; joining tainted", "taint", UnhealthyTaint)
 		return nil
 	}
 	return failure // marked by selftest's and ctrtest's Report.Err: 69 for a missing library or runtime, else 1
