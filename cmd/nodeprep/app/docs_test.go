@@ -59,3 +59,17 @@ func compareDirs(t *testing.T, got, want string) {
 		t.Errorf("nothing generated in %s", got)
 	}
 }
+
+// TestManCommand: the hidden `nodeprep man DIR`, which package.nix runs on
+// the built binary, writes the pages checked in under docs/man.
+func TestManCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, stderr, code := runCLI(t, "man", dir); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	compareDirs(t, dir, filepath.Join("..", "..", "..", "docs", "man"))
+	if _, _, code := runCLI(t, "man"); code != ExitUsage {
+		t.Errorf("man without DIR: exit %d, want %d", code, ExitUsage)
+	}
+}
