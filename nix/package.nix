@@ -63,10 +63,11 @@ buildGoModule {
   #
   # This value is the NAR hash of `go mod vendor` run (Go 1.26, GOPROXY=off
   # from a filled module cache) over the go.mod/go.sum/cmd/nodeprep/cdi
-  # files this src holds, computed with `nix-hash --type sha256 vendor`;
+  # files this src holds (the tool block's staticcheck included), computed
+  # with `nix hash path vendor` (= `nix-hash --type sha256 vendor`);
   # it was not produced by a Nix build (no nixpkgs where it was made). A
   # mismatch error from the first `nix build` prints the right one.
-  vendorHash = "sha256-6PSuN8dW7g3uj4+eUxnQcFjO1TUJJWYVZcefG6rC0T4=";
+  vendorHash = "sha256-kp1R84ju6zQ7hw5gITAi36ABpydszCnpkF0xedrLSJI=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
