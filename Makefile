@@ -13,7 +13,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check demo bench fuzz shaders clean
+.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check docs-check demo bench fuzz shaders clean
 
 all: build
 
@@ -54,7 +54,10 @@ nix-check:
 	./scripts/nix-check.sh
 	./scripts/vendor-hash.sh --check
 
-test: deps build lint rootfs unit nix-check
+docs-check:
+	./scripts/docs-check.sh
+
+test: deps build lint rootfs unit nix-check docs-check
 
 demo: deps-demo build
 	./scripts/demo.sh

@@ -74,8 +74,10 @@ func (fs Findings) Errors() int {
 	return n
 }
 
-// sorted returns the findings errors first, then by code and message, so
-// output is stable.
+// sorted returns the findings errors first, then by code; within a code
+// they keep the order they were found in, which is the order of the
+// graphics files and of the expected devices (GPU index), so output is
+// stable and reads in GPU order.
 func (fs Findings) sorted() Findings {
 	out := append(Findings(nil), fs...)
 	sort.SliceStable(out, func(i, j int) bool {
@@ -83,10 +85,7 @@ func (fs Findings) sorted() Findings {
 		if a.Severity != b.Severity {
 			return a.Severity == SeverityError
 		}
-		if a.Code != b.Code {
-			return a.Code < b.Code
-		}
-		return a.Message < b.Message
+		return a.Code < b.Code
 	})
 	return out
 }

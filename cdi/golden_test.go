@@ -52,6 +52,18 @@ func TestGolden(t *testing.T) {
 				}
 				return
 			}
+			// check and patch count the same unit: each error check
+			// reports on a fixable tree is one change patch makes (the CDI
+			// library's own invalid-spec verdict restates another error).
+			errs := 0
+			for _, f := range check.Findings {
+				if f.Severity == cdi.SeverityError && f.Code != cdi.CodeInvalidSpec {
+					errs++
+				}
+			}
+			if got, want := errs, len(res.Changes); got != want {
+				t.Errorf("check found %d errors, patch made %d changes: want one change per error\nfindings: %v\nchanges: %v", got, want, check.Findings, res.Changes)
+			}
 			golden(t, tt.scenario+".patched.json", after)
 			if err := cdi.ValidateFile(mustPath(t, root, specPath)); err != nil {
 				t.Fatalf("patched spec is invalid: %v", err)

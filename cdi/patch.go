@@ -99,15 +99,16 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 				a.findings = append(a.findings, warnf(CodeForeignMount, "%s is already mounted at %s from %s, which nodeprep does not own: kept, so the %s from %s is not injected", f.ContainerPath, f.ContainerPath, m.HostPath, f.Role, f.HostPath))
 				continue
 			}
-			if !apply {
+			if apply {
+				m.HostPath = f.HostPath
+				a.changes = append(a.changes, Change{Action: "replace", Role: string(f.Role), HostPath: f.HostPath, ContainerPath: f.ContainerPath})
+			} else {
 				a.findings = append(a.findings, missingFinding(f))
-				continue
 			}
-			m.HostPath = f.HostPath
-			a.changes = append(a.changes, Change{Action: "replace", Role: string(f.Role), HostPath: f.HostPath, ContainerPath: f.ContainerPath})
 		} else if !apply {
+			// Check goes on to the manifest's libraries as if it were
+			// mounted, as Patch does: one finding per mount Patch adds.
 			a.findings = append(a.findings, missingFinding(f))
-			continue
 		} else {
 			a.addMount(string(f.Role), f.HostPath, f.ContainerPath)
 		}

@@ -1,6 +1,6 @@
 # A complete NixOS configuration for a k3s GPU node (an 8x H200 HGX agent)
 # with nodeprep. The flake's checks.<system>.module-eval evaluates it with
-# nixosModules.default; the README quotes it.
+# nixosModules.default; docs/nixos.md quotes it.
 #
 #   nixosConfigurations.gpu-node-1 = nixpkgs.lib.nixosSystem {
 #     modules = [ nodeprep.nixosModules.default ./gpu-node-1.nix ];
@@ -86,7 +86,7 @@ in
   # --- nodeprep ----------------------------------------------------------
   services.nodeprep = {
     enable = true;
-    # Only pods that tolerate this taint land here (see the README's pod
+    # Only pods that tolerate this taint land here (see docs/nixos.md's pod
     # spec); it is on the node from its first registration.
     taints = [ "nvidia.com/gpu=present:NoSchedule" ];
     labels = [ "node.example.com/pool=gpu-h200" ];

@@ -18,6 +18,7 @@
   lib,
   stdenv,
   buildGoModule,
+  installShellFiles,
   vulkan-headers,
   vulkan-loader,
   libglvnd,
@@ -27,8 +28,9 @@
 }:
 
 let
-  # Only what the Go build and its tests read, so editing nix/, the README
-  # or scripts does not rebuild (or re-vendor) anything.
+  # Only what the Go build and its tests read, so editing nix/, the README,
+  # the hand-written docs or the other scripts does not rebuild (or
+  # re-vendor) anything.
   root = ../.;
   src = lib.fileset.toSource {
     inherit root;
@@ -39,6 +41,11 @@ let
       (root + "/nodeprep")
       (root + "/cdi")
       (lib.fileset.maybeMissing (root + "/testdata"))
+      # The tests compare the generated reference and man pages with
+      # these, and run the demo script.
+      (lib.fileset.maybeMissing (root + "/docs/cli"))
+      (lib.fileset.maybeMissing (root + "/docs/man"))
+      (lib.fileset.maybeMissing (root + "/scripts/demo.sh"))
     ];
   };
 
@@ -54,7 +61,7 @@ buildGoModule {
   # over go.mod/go.sum and the Go packages, as buildGoModule makes it.
   # `scripts/vendor-hash.sh --update` recomputes it without nixpkgs, and
   # `make nix-check` (so `make test` and CI) fails when it is stale.
-  vendorHash = "sha256-pqjeIcluUHgT5V7719LM9uTIgjIJBPLRXagzdgtyHnA=";
+  vendorHash = "sha256-yxYNVJXnmvF48GyLBLOWiwT1ZRUDbcBzx9L7FvCFInE=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
@@ -67,6 +74,7 @@ buildGoModule {
   subPackages = [ "cmd/nodeprep" ];
 
   env.CGO_ENABLED = "1";
+  nativeBuildInputs = [ installShellFiles ];
   # Headers only: vulkan-headers gives <vulkan/vulkan.h>, libglvnd's dev
   # output <EGL/egl.h> and <EGL/eglext.h>.
   buildInputs = [
@@ -80,6 +88,19 @@ buildGoModule {
     "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=${version}"
     "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=${commit}"
   ];
+
+  # Shell completions and man pages come from the built binary itself
+  # (`nodeprep completion SHELL`, and the hidden `nodeprep man DIR`, which
+  # writes the same pages as docs/man), so they always match its flags.
+  # Cross builds cannot run it and go without.
+  postInstall = lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
+    installShellCompletion --cmd nodeprep \
+      --bash <($out/bin/nodeprep completion bash) \
+      --zsh <($out/bin/nodeprep completion zsh) \
+      --fish <($out/bin/nodeprep completion fish)
+    $out/bin/nodeprep man man
+    installManPage man/*.1
+  '';
 
   # See the header: checks.go-tests overrides this to true.
   doCheck = false;
@@ -105,6 +126,7 @@ buildGoModule {
   meta = {
     description = "Turn a NixOS machine with NVIDIA GPUs into a k3s GPU node (CDI patch, Vulkan/EGL self-test, join config)";
     homepage = "https://github.com/nodeprep/nodeprep";
+    license = lib.licenses.asl20;
     mainProgram = "nodeprep";
     platforms = [
       "x86_64-linux"

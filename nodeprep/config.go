@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"reflect"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -176,8 +177,19 @@ func DefaultConfig(arch string) Config {
 func ParseConfig(name string, data []byte, base Config) (Config, error) {
 	cfg := base
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
+	}
+	keys := map[int]string{}
+	if errs := checkKeys(&doc, reflect.TypeOf(cfg), "", keys); len(errs) > 0 {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, errors.Join(errs...)))
+	}
+	if err := doc.Decode(&cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			err = typeErrors(te, keys)
+		}
 		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
 	}
 	var extra any

@@ -33,7 +33,12 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("%+v", c)
 			}
 		}},
-		{name: "unknown key", yaml: "cdi:\n  specPath: /x\n", err: "field specPath not found"},
+		{name: "unknown key", yaml: "cdi:\n  specPath: /x\n", err: "line 2: unknown key cdi.specPath"},
+		{name: "typo suggests", yaml: "selftest:\n  timout: 5s\n", err: "unknown key selftest.timout (did you mean timeout?)"},
+		{name: "typo at top", yaml: "wiat: 5s\n", err: "unknown key wiat (did you mean wait?)"},
+		{name: "case typo", yaml: "cdi:\n  driverroot: /x\n", err: "unknown key cdi.driverroot (did you mean driverRoot?)"},
+		{name: "deep unknown", yaml: "cdi:\n  containerPaths:\n    icds: /x\n", err: "unknown key cdi.containerPaths.icds (did you mean icd?)"},
+		{name: "bad duration", yaml: "selftest:\n  timeout: five\n", err: `line 2: selftest.timeout wants a duration such as 30s, not "five"`},
 		{name: "cluster section", yaml: "cluster:\n  poolLabel: payload=task_runner\n  maxGPUs: 8\n  fallbackInstanceTypes: [g5.xlarge]\n", check: func(t *testing.T, c Config) {
 			if c.Cluster.PoolLabel != "payload=task_runner" || c.Cluster.MaxGPUs != 8 || len(c.Cluster.FallbackInstanceTypes) != 1 {
 				t.Errorf("%+v", c.Cluster)
@@ -43,7 +48,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "negative max GPUs", yaml: "cluster:\n  maxGPUs: -1\n", err: "cluster.maxGPUs"},
 		{name: "bad policy", yaml: "up:\n  onSelftestFailure: ignore\n", err: "want block or taint"},
 		{name: "two documents", yaml: "wait: 1s\n---\nwait: 2s\n", err: "more than one YAML document"},
-		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: "cannot unmarshal"},
+		{name: "type mismatch", yaml: "join:\n  labels: a=b\n", err: `join.labels wants a list of strings, not "a=b"`},
 		{name: "empty spec path", yaml: "cdi:\n  spec: \"\"\n", err: "cdi.spec is \"\", want an absolute path"},
 		{name: "relative container path", yaml: "cdi:\n  containerPaths:\n    libDir: lib\n", err: "cdi.containerPaths.libDir"},
 		{name: "bad strategy", yaml: "cdi:\n  deviceNames: [foo]\n", err: "cdi.deviceNames: device-name strategy \"foo\""},
@@ -90,4 +95,25 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("accepted policy %q", c.Up.OnSelftestFailure)
 		}
 	})
+}
+
+// TestParseConfigNoGoTypes: no config error names a Go type, whatever the
+// mistake: the user wrote YAML keys, not nodeprep.SelftestConfig.
+func TestParseConfigNoGoTypes(t *testing.T) {
+	t.Parallel()
+	for _, y := range []string{
+		"selftest:\n  timout: 5s\n", "selftest: 3\n", "join:\n  defaultTaint: maybe\n",
+		"cdi:\n  glvndDirs: {a: b}\n", "wait: [1]\n", "up: [a]\n", "nvml:\n  library: [x]\n",
+	} {
+		_, err := ParseConfig("config.yaml", []byte(y), DefaultConfig("amd64"))
+		if err == nil {
+			t.Errorf("%q: no error", y)
+			continue
+		}
+		for _, goName := range []string{"nodeprep.", "time.", "[]", "*bool", "type ", "unmarshal"} {
+			if strings.Contains(err.Error(), goName) {
+				t.Errorf("%q: error names Go type %q: %v", y, goName, err)
+			}
+		}
+	}
 }

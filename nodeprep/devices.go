@@ -52,11 +52,12 @@ func ExpectedCDIDevices(inv *gpu.Inventory, strategies []string) ([]cdi.Expected
 	}
 	for _, g := range inv.Healthy() {
 		node := fmt.Sprintf("/dev/nvidia%d", g.Minor)
-		who := fmt.Sprintf("GPU %d, %s", g.Index, g.UUID)
 		for _, s := range strategies {
-			name := g.UUID
+			// The name or For carries the UUID, never both: a finding
+			// names each UUID once.
+			name, who := g.UUID, fmt.Sprintf("GPU %d", g.Index)
 			if s == DeviceNameIndex {
-				name = strconv.Itoa(g.Index)
+				name, who = strconv.Itoa(g.Index), fmt.Sprintf("GPU %d, %s", g.Index, g.UUID)
 			}
 			out = append(out, cdi.ExpectedDevice{Name: name, DeviceNodes: []string{node}, For: who})
 		}

@@ -237,7 +237,9 @@ func (u *upRun) runSteps(ctx context.Context, steps []step) {
 				st.Reasons = []string{err.Error()}
 			}
 			stopped = err
-			opts.Log.Error("stage failed", "stage", s.name, "err", err)
+			// The report carries the reason; logging it louder would say
+			// it twice on a terminal and in the journal.
+			opts.Log.Debug("stage failed", "stage", s.name, "err", err)
 		}
 		u.report.Stages = append(u.report.Stages, st)
 	}
@@ -334,7 +336,7 @@ func (u *upRun) inventory(_ context.Context, st *StageResult) error {
 			st.Reasons = append(st.Reasons, fmt.Sprintf("GPU %d (%s) unhealthy: %s; it is left out", g.Index, g.UUID, strings.Join(g.Health.Reasons, ", ")))
 		}
 	}
-	st.Summary = fmt.Sprintf("%d GPUs (%d healthy), driver %s, CUDA %s", len(inv.GPUs), len(healthy), inv.DriverVersion, inv.CUDADriverVersion)
+	st.Summary = fmt.Sprintf("%s (%d healthy), driver %s, CUDA %s", count(len(inv.GPUs), "GPU"), len(healthy), inv.DriverVersion, inv.CUDADriverVersion)
 	if inv.Simulated {
 		st.Summary += ", simulated " + inv.Server
 	}
@@ -377,12 +379,12 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 	case len(st.Reasons) > 0:
 		verb = "not patched: nothing written"
 	case res.Written:
-		verb = fmt.Sprintf("patched (%d changes)", len(res.Changes))
+		verb = fmt.Sprintf("patched (%s)", count(len(res.Changes), "change"))
 	}
-	st.Summary = fmt.Sprintf("%s %s, %d graphics files, %d device names checked", res.Spec, verb, len(res.Graphics.Files), len(expect))
+	st.Summary = fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(len(expect), "device name"))
 	if len(st.Reasons) > 0 {
 		st.Reasons = append(st.Reasons, warnings...)
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %d problem(s), nothing written", res.Spec, len(st.Reasons)-len(warnings)))
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s, nothing written", res.Spec, count(len(st.Reasons)-len(warnings), "problem")))
 	}
 	if len(warnings) > 0 {
 		st.Status = StatusWarning
@@ -438,7 +440,9 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
 		u.report.Tainted = true
-		u.opts.Log.Warn("self-test failed; joining tainted", "taint", UnhealthyTaint)
+		// The stage's reasons and the verdict say it; a warning would say
+		// it a third time.
+		u.opts.Log.Debug("self-test failed; joining tainted", "taint", UnhealthyTaint)
 		return nil
 	}
 	return failure // marked by selftest's and ctrtest's Report.Err: 69 for a missing library or runtime, else 1
@@ -485,6 +489,6 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
 	}
-	st.Summary = fmt.Sprintf("%s: %d labels, %d taints", res.DropInPath, len(res.Labels), len(res.Taints))
+	st.Summary = fmt.Sprintf("%s: %s, %s", res.DropInPath, count(len(res.Labels), "label"), count(len(res.Taints), "taint"))
 	return nil
 }

@@ -5,16 +5,33 @@
 # temporary root and runs
 #   nodeprep up --root <tmp> --simulate dgx-h200 --allow-cpu-adapter
 # with Mesa's lavapipe (Vulkan) and Mesa EGL standing in for the NVIDIA
-# driver, then prints the report and every file it wrote.
+# driver, then prints the report and every file it wrote. The temporary root
+# is removed on exit unless DEMO_KEEP=1 (or DEMO_ROOT names one to keep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${NODEPREP:-bin/nodeprep}
 [ -x "$bin" ] || { echo "demo: $bin not built (make build)" >&2; exit 1; }
-icd=$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1)
-egl=/usr/share/glvnd/egl_vendor.d/50_mesa.json
+# Mesa's lavapipe ICD and EGL vendor manifest: Debian's paths, unless the
+# environment already names them (the Nix build's tests do).
+icd=${VK_DRIVER_FILES:-$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -1)}
+egl=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/share/glvnd/egl_vendor.d/50_mesa.json}
 [ -n "$icd" ] && [ -f "$egl" ] || { echo "demo: Mesa's lavapipe/EGL missing (make deps)" >&2; exit 1; }
 
-root=${DEMO_ROOT:-$(mktemp -d /tmp/nodeprep-demo.XXXXXX)}
+keep=${DEMO_KEEP:-0}
+if [ -n "${DEMO_ROOT:-}" ]; then
+  root=$DEMO_ROOT; keep=1
+else
+  root=$(mktemp -d "${TMPDIR:-/tmp}/nodeprep-demo.XXXXXX")
+fi
+cleanup() {
+  if [ "$keep" = 1 ]; then
+    echo "kept the host root $root (remove it with: rm -rf $root)"
+  else
+    rm -rf "$root"
+    echo "removed the host root $root (DEMO_KEEP=1 make demo keeps it)"
+  fi
+}
+trap cleanup EXIT
 rm -rf "$root"; mkdir -p "$root"
 cp -a testdata/hosts/nixos-h200/. "$root/"
 echo "host root: $root (a copy of testdata/hosts/nixos-h200)"

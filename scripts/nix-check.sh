@@ -15,10 +15,11 @@ if [ -f nix/tests.nix ]; then
   [ "$out" = "true" ] || { echo "nix-check: nix/tests.nix: $out" >&2; exit 1; }
   echo "nix-check: nix/tests.nix passed"
 fi
-# The README quotes nix/example-configuration.nix in full; keep them equal.
-readme_example=$(awk '/^This is `nix\/example-configuration.nix`/ {f=1} f && /^```nix$/ {getline; p=1} p && /^```$/ {exit} p {print}' README.md)
-if [ "$readme_example" != "$(cat nix/example-configuration.nix)" ]; then
-  echo "nix-check: README.md's copy of nix/example-configuration.nix differs from the file" >&2
+# docs/nixos.md quotes nix/example-configuration.nix in full; keep them equal.
+doc=docs/nixos.md
+doc_example=$(awk '/^This is `nix\/example-configuration.nix`/ {f=1} f && /^```nix$/ {getline; p=1} p && /^```$/ {exit} p {print}' "$doc")
+if [ "$doc_example" != "$(cat nix/example-configuration.nix)" ]; then
+  echo "nix-check: $doc's copy of nix/example-configuration.nix differs from the file" >&2
   exit 1
 fi
-echo "nix-check: README's example configuration matches nix/example-configuration.nix"
+echo "nix-check: $doc's example configuration matches nix/example-configuration.nix"

@@ -262,6 +262,11 @@ func TestUpBrokenHost(t *testing.T) {
 			if !strings.Contains(r.stdout+r.stderr, tt.cause) {
 				t.Errorf("output does not name %q:\n%s\n%s", tt.cause, r.stdout, r.stderr)
 			}
+			// Each message once: the report on stdout carries every
+			// stage's reasons and the verdict, so stderr stays quiet.
+			if r.stderr != "" {
+				t.Errorf("stderr repeats the report:\n%s", r.stderr)
+			}
 			_, err := os.Stat(filepath.Join(root, dropIn))
 			if exists := err == nil; exists != tt.dropIn {
 				t.Errorf("drop-in written = %v, want %v", exists, tt.dropIn)

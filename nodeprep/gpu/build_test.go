@@ -37,7 +37,7 @@ func TestBuildSimulatedServers(t *testing.T) {
 		memoryMiB                        uint64
 		major                            int
 	}{
-		{"dgx-a100", "Mock NVIDIA A100-SXM4-40GB", "ampere", "12.4", "550.54.15", 40960, 8},
+		{"dgx-a100", "NVIDIA A100-SXM4-40GB", "ampere", "12.4", "550.54.15", 40960, 8},
 		{"dgx-h100", "NVIDIA H100 80GB HBM3", "hopper", "12.4", "550.54.15", 81920, 9},
 		{"dgx-h200", "NVIDIA H200 141GB HBM3e", "hopper", "12.4", "550.54.15", 144384, 9},
 		{"dgx-b200", "NVIDIA B200 180GB HBM3e", "blackwell", "12.6", "560.28.03", 0, 10},

@@ -55,7 +55,8 @@ func SimulatedUUID(name string, index int) string {
 // Simulated returns the simulated server name (one of SimulatedNames): an
 // nvml.Interface built from go-nvml's mock package (pkg/nvml/mock/dgx*,
 // eight GPUs each) with deterministic UUIDs (SimulatedUUID), distinct PCI
-// bus ids, and the device queries the mocks leave unset filled in as a
+// bus ids, the real product names (the A100 mock's "Mock " prefix dropped),
+// and the device queries the mocks leave unset filled in as a
 // healthy DGX reports them: persistence mode on, ECC on with no errors, no
 // remapped rows, MIG off, 30-37 °C. The concrete type is
 // *server.Server from go-nvml's mock/server package, whose Devices and
@@ -79,6 +80,10 @@ func Simulated(name string) (nvml.Interface, error) {
 // Build makes that the mock leaves nil.
 func fillDevice(d *server.Device, name string, index int, bus uint32) {
 	d.UUID = SimulatedUUID(name, index)
+	// go-nvml's A100 mock calls itself "Mock NVIDIA A100-SXM4-40GB"; a
+	// simulated inventory shows what the real GPU reports.
+	product := strings.TrimPrefix(d.Config.Name, "Mock ")
+	d.GetNameFunc = func() (string, nvml.Return) { return product, nvml.SUCCESS }
 	d.PciBusID = fmt.Sprintf("0000:%02x:00.0", bus)
 	pci := nvml.PciInfo{Bus: bus, PciDeviceId: d.Config.PciDeviceId}
 	copy(pci.BusId[:], cChars(fmt.Sprintf("00000000:%02x:00.0", bus)))

@@ -9,19 +9,18 @@ import (
 
 // WriteText writes inv as the table `nodeprep inspect` prints: a header
 // with the driver, NVML and CUDA versions, one row per GPU (index, UUID,
-// name, PCI bus id, memory in MiB, compute capability, MIG mode, health),
-// then one line per MIG device. The layout is for people; scripts use the
-// JSON or YAML form. Errors are w's.
+// name, PCI bus id, memory in MiB, compute capability, MIG mode, health)
+// under single-token column names (INDEX UUID NAME BUS_ID MEMORY_MIB CC MIG
+// HEALTH), then one line per MIG device. Whether the inventory is
+// simulated is the caller's to say (inspect says it on stderr). Errors
+// are w's.
 func (inv *Inventory) WriteText(w io.Writer) error {
 	var b strings.Builder
-	if inv.Simulated {
-		fmt.Fprintf(&b, "simulated server %s (no real driver)\n", inv.Server)
-	}
 	fmt.Fprintf(&b, "driver %s, NVML %s, CUDA %s, %d GPUs\n",
 		orDash(inv.DriverVersion), orDash(inv.NVMLVersion), orDash(inv.CUDADriverVersion), len(inv.GPUs))
 	if len(inv.GPUs) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tBUS ID\tMEMORY MiB\tCC\tMIG\tHEALTH")
+		fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tBUS_ID\tMEMORY_MIB\tCC\tMIG\tHEALTH")
 		for _, g := range inv.GPUs {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d.%d\t%s\t%s\n",
 				g.Index, orDash(g.UUID), orDash(g.Name), orDash(g.PCIBusID), g.MemoryMiB,

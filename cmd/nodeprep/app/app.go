@@ -37,13 +37,20 @@ const (
 // Main runs nodeprep with the process's arguments and streams and returns
 // the exit code.
 func Main() int {
-	err := Run(os.Args[1:], IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	return report(os.Stderr, err)
+	g, err := run(os.Args[1:], IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	return g.report(err)
 }
 
 // Run runs nodeprep with args (without the program name). The error, if
 // any, carries a fault kind that ExitCode maps to a number.
 func Run(args []string, streams IOStreams) error {
+	_, err := run(args, streams)
+	return err
+}
+
+// run is Run that also returns the globals, whose logger settings decide
+// how Main prints the error.
+func run(args []string, streams IOStreams) (*globals, error) {
 	root, g := newRootCommand(streams)
 	root.SetArgs(args)
 	// SIGTERM (systemd stopping the unit) and SIGINT cancel the context
@@ -57,19 +64,30 @@ func Run(args []string, streams IOStreams) error {
 		// argument.
 		err = fault.Usage(err)
 	}
-	return err
+	return g, err
 }
 
-// report prints err (if any) and returns its exit code.
-func report(w io.Writer, err error) int {
+// report prints err (if any) once, in the logger's voice, and returns its
+// exit code.
+func (g *globals) report(err error) int {
 	if err == nil {
 		return ExitOK
 	}
 	var silent *silentError
 	if !errors.As(err, &silent) {
-		fmt.Fprintf(w, "nodeprep: %v\n", err)
+		if g.structured && g.log != nil {
+			g.log.Error(err.Error())
+		} else {
+			fmt.Fprintf(g.streams.ErrOut, "nodeprep: error: %v\n", err)
+		}
 	}
 	return ExitCode(err)
+}
+
+// report prints err to w in text form and returns its exit code (tests).
+func report(w io.Writer, err error) int {
+	g := &globals{streams: IOStreams{ErrOut: w}}
+	return g.report(err)
 }
 
 // ExitCode maps an error to nodeprep's exit code by its fault kind; an

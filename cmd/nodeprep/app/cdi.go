@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,6 +70,7 @@ func containerPaths(p cdi.ContainerPaths, arch string) cdi.ContainerPaths {
 type cdiPatchOptions struct {
 	specFlags
 	dryRun bool
+	diff   bool
 	check  bool
 	wait   time.Duration
 }
@@ -82,15 +85,24 @@ top-level containerEdits.mounts at the paths FHS loaders search, mounts any
 library a manifest names that would not resolve in the container, raises
 cdiVersion if the fields need it, validates the result with the CDI library
 and replaces the file atomically. It is idempotent: a second run changes no
-byte. --dry-run prints the diff and writes nothing; --check exits 1 when the
-spec would change.`,
+byte.
+
+It prints one line per change (a mount added or replaced, cdiVersion
+raised): each is one error 'cdi check' reports on the same tree. --dry-run
+prints the same summary and the same problems and writes nothing; --diff
+prints the unified diff of the file instead of the change list; --check
+exits 1 when the spec would change.`,
+		Example: `  nodeprep cdi patch --dry-run
+  nodeprep cdi patch --dry-run --diff
+  nodeprep cdi patch --spec /var/run/cdi/nvidia-container-toolkit.json --driver-root /run/opengl-driver`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), g, cmd)
 		},
 	}
 	o.specFlags.add(cmd)
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print a unified diff of the change, write nothing")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report what would change and why it would fail, write nothing")
+	cmd.Flags().BoolVar(&o.diff, "diff", false, "print the unified diff of the spec instead of the list of changes")
 	cmd.Flags().BoolVar(&o.check, "check", false, "write nothing; exit 1 if the spec would change (for CI)")
 	addWaitFlag(cmd, &o.wait)
 	return cmd
@@ -110,53 +122,59 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 	if err != nil {
 		return err
 	}
-	err = g.print(res, func(w io.Writer) error {
-		if o.dryRun {
-			if !res.Changed {
-				_, err := fmt.Fprintf(w, "%s: no change\n", res.Spec)
-				return err
-			}
-			_, err := io.WriteString(w, res.Diff)
-			return err
-		}
-		return writePatchText(w, res)
-	})
+	err = g.print(res, func(w io.Writer) error { return writePatchText(w, res, o.diff) })
 	if err != nil {
 		return err
 	}
 	if errs := res.Findings.Errors(); errs > 0 {
-		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: %d problem(s) could not be fixed", res.Spec, errs)))
+		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: %s could not be fixed", res.Spec, count(errs, "problem"))))
 	}
 	if o.check && res.Changed {
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q is not patched (%d change(s) pending; run nodeprep cdi patch)", res.Spec, len(res.Changes)))
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q is not patched (%s pending; run nodeprep cdi patch)", res.Spec, count(len(res.Changes), "change")))
 	}
 	return nil
 }
 
-func writePatchText(w io.Writer, res *cdi.PatchResult) error {
-	verb := "patched"
+// writePatchText prints a patch's verdict, its changes (or with diff the
+// unified diff) and its problems; a dry run reads as a real run would.
+func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
+	var verb string
 	switch {
+	case !res.Changed && res.Findings.Errors() > 0:
+		verb = "not patched"
 	case !res.Changed:
 		verb = "already patched, unchanged"
 	case !res.Written && res.Findings.Errors() > 0:
 		verb = "not patched: nothing written because of the problems below"
-	case !res.Written:
-		verb = "would be patched"
+	case res.Written:
+		verb = "patched, " + count(len(res.Changes), "change")
+	default:
+		verb = "would be patched, " + count(len(res.Changes), "change") + " (dry run: nothing written)"
 	}
-	if _, err := fmt.Fprintf(w, "%s: %s\n", res.Spec, verb); err != nil {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", res.Spec, verb)
+	if diff {
+		b.WriteString(res.Diff)
+	} else {
+		for _, c := range res.Changes {
+			fmt.Fprintf(&b, "  %s\n", c)
+		}
+	}
+	if err := writeFindings(&b, res.Findings); err != nil {
 		return err
 	}
-	for _, c := range res.Changes {
-		if _, err := fmt.Fprintf(w, "  %s\n", c); err != nil {
-			return err
-		}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeFindings prints findings in aligned columns: severity, code,
+// message.
+func writeFindings(w io.Writer, fs cdi.Findings) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, f := range fs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Severity, f.Code, f.Message)
 	}
-	for _, f := range res.Findings {
-		if _, err := fmt.Fprintf(w, "%s\n", f); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tw.Flush()
 }
 
 type cdiCheckOptions struct {
@@ -170,12 +188,14 @@ func newCDICheckCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Lint a CDI spec against the host and the GPU inventory; exit 1 with one line per problem",
-		Long: `check reports, one per line ("error|warning  CODE  message"), every graphics
-file missing from the spec, every manifest library that will not resolve in
+		Long: `check reports, one per line in aligned columns (SEVERITY CODE MESSAGE), then a
+count line, every graphics file missing from the spec, every manifest library that will not resolve in
 the container, host paths that do not exist, a cdiVersion lower than the
 fields need, devices with no container edits, duplicate container paths, and
 every device name the consumer will ask for that the spec lacks (from the
-NVML inventory; --simulate uses a simulated server). It writes nothing.`,
+NVML inventory; --simulate uses a simulated server), device findings in GPU
+index order. It writes nothing. Each error about a missing mount or the
+cdiVersion is one change 'cdi patch' makes.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(g, cmd)
@@ -215,23 +235,23 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		return err
 	}
 	res.Findings = append(res.Findings, extra...)
+	errs := res.Findings.Errors()
 	err = g.print(res, func(w io.Writer) error {
-		for _, f := range res.Findings {
-			if _, err := fmt.Fprintln(w, f); err != nil {
-				return err
-			}
-		}
-		if len(res.Findings) == 0 {
-			_, err := fmt.Fprintf(w, "%s: ok\n", res.Spec)
+		if err := writeFindings(w, res.Findings); err != nil {
 			return err
 		}
-		return nil
+		verdict := "ok"
+		if len(res.Findings) > 0 {
+			verdict = fmt.Sprintf("%s, %s", count(errs, "error"), count(len(res.Findings)-errs, "warning"))
+		}
+		_, err := fmt.Fprintf(w, "%s: %s\n", res.Spec, verdict)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if n := res.Findings.Errors(); n > 0 {
-		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("CDI spec %q: %d error(s)", res.Spec, n)))
+	if errs > 0 {
+		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, count(errs, "error"))))
 	}
 	return nil
 }

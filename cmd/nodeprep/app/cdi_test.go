@@ -46,7 +46,9 @@ func TestCDIExitCodes(t *testing.T) {
 		changed  bool   // the spec file changes
 	}{
 		{name: "patch", scenario: "nixos-h200", args: []string{"cdi", "patch"}, want: 0, stdout: "patched", changed: true},
-		{name: "dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, want: 0, stdout: "+        \"containerPath\": \"/etc/vulkan/icd.d/nvidia_icd.json\""},
+		{name: "dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, want: 0, stdout: "would be patched, 14 changes (dry run: nothing written)\n  add vulkan-icd: "},
+		{name: "dry-run-diff", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run", "--diff"}, want: 0, stdout: "+        \"containerPath\": \"/etc/vulkan/icd.d/nvidia_icd.json\""},
+		{name: "dry-run-says-why", scenario: "broken-no-icd", args: []string{"cdi", "patch", "--dry-run"}, want: 1, stdout: "error  no-icd-on-host  no Vulkan ICD manifest"},
 		{name: "check-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--check"}, want: 1, stderr: "not patched"},
 		{name: "fhs-noop", scenario: "fhs-ubuntu", args: []string{"cdi", "patch", "--check"}, want: 0},
 		{name: "check", scenario: "nixos-h200", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "missing-icd"},
@@ -61,7 +63,7 @@ func TestCDIExitCodes(t *testing.T) {
 		{name: "bad-config", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specPath: /x\n"), 0o644)
-		}, want: 65, stderr: "field specPath not found"},
+		}, want: 65, stderr: "unknown key cdi.specPath"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
@@ -106,5 +108,97 @@ func TestCDICheckJSON(t *testing.T) {
 	}
 	if stdout, _, code := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200"); code != 0 {
 		t.Fatalf("check after patch: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestCDICheckText: findings in aligned columns (severity, code, message
+// start at the same offset on every line), device findings in GPU index
+// order, each UUID once per line, then a count line.
+func TestCDICheckText(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "broken-index-names")
+	stdout, _, code := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200")
+	if code != ExitCheckFailed {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if last := lines[len(lines)-1]; last != "/var/run/cdi/nvidia-container-toolkit.json: 22 errors, 0 warnings" {
+		t.Errorf("count line = %q", last)
+	}
+	lines = lines[:len(lines)-1]
+	msgCol := -1
+	var gpus []string
+	for _, l := range lines {
+		f := strings.Fields(l)
+		codeCol := len(f[0]) + len(l[len(f[0]):]) - len(strings.TrimLeft(l[len(f[0]):], " "))
+		rest := l[codeCol+len(f[1]):]
+		col := len(l) - len(strings.TrimLeft(rest, " "))
+		if msgCol < 0 {
+			msgCol = col
+		}
+		if col != msgCol || codeCol != len("error  ") {
+			t.Errorf("columns not aligned:\n%s", stdout)
+			break
+		}
+		if f[1] == "missing-device" {
+			if n := strings.Count(l, "GPU-"); n != 1 {
+				t.Errorf("line names %d UUIDs, want 1: %s", n, l)
+			}
+			_, after, _ := strings.Cut(l, "(GPU ")
+			gpus = append(gpus, after[:1])
+		}
+	}
+	if got := strings.Join(gpus, ""); got != "01234567" {
+		t.Errorf("missing-device findings in GPU order %q, want 01234567", got)
+	}
+}
+
+// TestCDIPatchDryRunReadsAsRun: a dry run prints the real run's summary
+// and problems (only the verdict differs when it would succeed).
+func TestCDIPatchDryRunReadsAsRun(t *testing.T) {
+	t.Parallel()
+	for _, scenario := range []string{"broken-no-icd", "broken-dangling-icd"} {
+		root := hostCopy(t, scenario)
+		dry, _, dryCode := runCLI(t, "--root", root, "cdi", "patch", "--dry-run")
+		real, _, realCode := runCLI(t, "--root", root, "cdi", "patch")
+		if dry != real || dryCode != realCode || realCode != ExitCheckFailed {
+			t.Errorf("%s: dry run (exit %d):\n%s\nreal run (exit %d):\n%s", scenario, dryCode, dry, realCode, real)
+		}
+	}
+	root := hostCopy(t, "nixos-h200")
+	dry, _, _ := runCLI(t, "--root", root, "cdi", "patch", "--dry-run")
+	real, _, _ := runCLI(t, "--root", root, "cdi", "patch")
+	_, dryRest, _ := strings.Cut(dry, "\n")
+	_, realRest, _ := strings.Cut(real, "\n")
+	if dryRest != realRest || !strings.Contains(real, ": patched, 14 changes\n") {
+		t.Errorf("dry run:\n%s\nreal run:\n%s", dry, real)
+	}
+}
+
+// TestUpText: stages after a failure say which stage stopped them, the
+// verdict names the stage (its reason is printed once, above), counts are
+// pluralised.
+func TestUpText(t *testing.T) {
+	t.Parallel()
+	stdout, _, code := runCLI(t, "--root", hostCopy(t, "broken-no-icd"), "up", "--simulate", "dgx-h200")
+	if code != ExitCheckFailed {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	for _, want := range []string{"\n- selftest  skipped (cdi failed)\n", "\n- join      skipped (cdi failed)\n", "\nnot ready: cdi failed (", ", 9 graphics files, 8 device names checked"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "no-icd-on-host"); n != 1 {
+		t.Errorf("the reason is printed %d times, want once:\n%s", n, stdout)
+	}
+}
+
+func TestCount(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{0: "0 taints", 1: "1 taint", 2: "2 taints"} {
+		if got := count(n, "taint"); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -17,8 +19,10 @@ func newInspectCommand(g *globals) *cobra.Command {
 		Short: "Print the GPU inventory from NVML: versions, GPUs, MIG devices, health",
 		Long: `inspect reads the GPUs through NVML and prints the driver, NVML and CUDA
 versions and, per GPU, its index, UUID, name, PCI bus id, memory (MiB),
-compute capability, MIG mode and health verdict. -o json and -o yaml print
-every field (see the README for the schema).
+compute capability, MIG mode and health verdict, under single-word column
+names (INDEX UUID NAME BUS_ID MEMORY_MIB CC MIG HEALTH). -o json and -o yaml
+print every field (docs/status-metrics.md has the schema). With --simulate
+it says so on stderr.
 
 It exits 0 even when a GPU is unhealthy (the health column says why), and 69
 when NVML cannot be loaded or initialised. --simulate runs it on a built-in
@@ -37,6 +41,10 @@ func (o *inspectOptions) run(g *globals, fs *pflag.FlagSet) error {
 	inv, err := o.inv.inventory(g, fs)
 	if err != nil {
 		return err
+	}
+	if inv.Simulated {
+		// On stderr, so the table on stdout stays a table for awk.
+		g.log.Info(fmt.Sprintf("simulated server %s: no real driver was used", inv.Server))
 	}
 	return g.print(inv, inv.WriteText)
 }

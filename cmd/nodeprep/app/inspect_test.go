@@ -63,7 +63,7 @@ func TestInspectGolden(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
 			stdout, stderr, code := inspectRun(t, tt.args...)
-			if code != ExitOK || stderr != "" {
+			if code != ExitOK || stderr != "nodeprep: simulated server dgx-h200: no real driver was used\n" {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
 			inspectGolden(t, tt.file, stdout)
@@ -153,5 +153,37 @@ func TestInspectNoNVML(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("stdout %q, want nothing", out.String())
+	}
+}
+
+// TestInspectColumns: the header is one token per column, so awk can pick
+// columns by name; the simulated banner is on stderr; no "Mock" product
+// names.
+func TestInspectColumns(t *testing.T) {
+	t.Parallel()
+	for _, name := range gpu.SimulatedNames() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, code := inspectRun(t, "inspect", "--simulate", name)
+			if code != ExitOK || !strings.Contains(stderr, "simulated server "+name) || strings.Contains(stdout, "simulated") {
+				t.Fatalf("exit %d, banner not on stderr only:\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			lines := strings.Split(stdout, "\n")
+			header := strings.Fields(lines[1])
+			want := []string{"INDEX", "UUID", "NAME", "BUS_ID", "MEMORY_MIB", "CC", "MIG", "HEALTH"}
+			if strings.Join(header, " ") != strings.Join(want, " ") {
+				t.Fatalf("header %q, want %q", header, want)
+			}
+			// Column offsets from the header give every row's values.
+			uuidCol, busCol := strings.Index(lines[1], "UUID"), strings.Index(lines[1], "BUS_ID")
+			for i, row := range lines[2:10] {
+				if !strings.HasPrefix(row[uuidCol:], gpu.SimulatedUUID(name, i)) || !strings.HasPrefix(row[busCol:], "0000:") {
+					t.Errorf("row %d misaligned: %q", i, row)
+				}
+			}
+			if strings.Contains(stdout, "Mock") {
+				t.Errorf("mock product name shown:\n%s", stdout)
+			}
+		})
 	}
 }

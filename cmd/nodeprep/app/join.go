@@ -189,7 +189,7 @@ func printJoin(w io.Writer, r *k3s.Result) error {
 	if !r.Written {
 		verb = "unchanged"
 	}
-	fmt.Fprintf(w, "%s %s (%d labels, %d taints)\n", verb, r.DropInPath, len(r.Labels), len(r.Taints))
+	fmt.Fprintf(w, "%s %s (%s, %s)\n", verb, r.DropInPath, count(len(r.Labels), "label"), count(len(r.Taints), "taint"))
 	if r.Registered {
 		fmt.Fprintf(w, "registered: yes (%s): new taints will not reach the Node object\n", r.RegistrationEvidence)
 	}

@@ -63,7 +63,7 @@ func TestJoinSimulatedH200(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	for _, want := range []string{"wrote " + joinDropIn, "15 labels, 1 taints", "site=lab", "/etc/rancher/k3s/config.yaml", "nvidia.com/gpu=present:NoSchedule"} {
+	for _, want := range []string{"wrote " + joinDropIn, "15 labels, 1 taint)", "site=lab", "/etc/rancher/k3s/config.yaml", "nvidia.com/gpu=present:NoSchedule"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

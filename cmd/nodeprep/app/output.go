@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"gopkg.in/yaml.v3"
@@ -25,4 +26,12 @@ func (g *globals) print(v any, text func(w io.Writer) error) error {
 		return enc.Close()
 	}
 	return text(w)
+}
+
+// count is n and noun, plural unless n is 1: "1 taint", "2 taints".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

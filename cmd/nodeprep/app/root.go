@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,9 @@ type globals struct {
 	host    *hostfs.Root    // the host root (--root)
 	cfg     nodeprep.Config // defaults, then the config file
 	log     *slog.Logger    // to stderr, level from -v/-q
+	// structured: log (and the final error) in slog's key=value form, with
+	// -v or under journald; else plain "nodeprep: warning: …" lines.
+	structured bool
 }
 
 func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
@@ -39,6 +43,7 @@ func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
 		Long: `nodeprep inspects the GPUs through NVML, patches the CDI spec so containers get
 Vulkan and EGL, proves the adapters work, and writes the k3s join drop-in with
 the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
+		Version:           currentVersion().String(),
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return g.setup(cmd) },
@@ -46,6 +51,8 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
+	// --version prints the same line as `nodeprep version`.
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fault.Usage(err) })
 
 	f := cmd.PersistentFlags()
@@ -58,8 +65,10 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.AddCommand(
 		newVersionCommand(g),
 		newCDICommand(g),
+		newManCommand(),
 	)
 	addCommands(cmd, g)
+	registerCompletions(cmd)
 	return cmd, g
 }
 
@@ -75,7 +84,8 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	case g.quiet:
 		level = slog.LevelError
 	}
-	g.log = slog.New(slog.NewTextHandler(g.streams.ErrOut, &slog.HandlerOptions{Level: level}))
+	g.structured = g.verbose || os.Getenv("JOURNAL_STREAM") != ""
+	g.log = newLogger(g.streams.ErrOut, level, g.structured)
 	switch g.output {
 	case "text", "json", "yaml":
 	default:
@@ -84,7 +94,7 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	if err := checkFlags(cmd.Flags()); err != nil {
 		return err
 	}
-	if cmd.Name() == "version" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
 	host, err := hostfs.New(g.rootDir)

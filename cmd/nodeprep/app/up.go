@@ -135,8 +135,16 @@ func writeUpText(w io.Writer, r *nodeprep.Report) error {
 	if r.Simulated {
 		fmt.Fprintf(&b, "simulated GPUs (%s): no real driver was used\n", r.Inventory.Server)
 	}
+	failed := ""
 	for _, s := range r.Stages {
 		mark := map[string]string{nodeprep.StatusOK: "✓", nodeprep.StatusWarning: "!", nodeprep.StatusFailed: "✗", nodeprep.StatusSkipped: "-"}[s.Status]
+		switch {
+		case s.Status == nodeprep.StatusSkipped:
+			fmt.Fprintf(&b, "%s %-9s skipped (%s failed)\n", mark, s.Name, failed)
+			continue
+		case s.Status == nodeprep.StatusFailed && failed == "":
+			failed = s.Name
+		}
 		fmt.Fprintf(&b, "%s %-9s %8.1f ms  %s\n", mark, s.Name, s.DurationMS, s.Summary)
 		for _, reason := range s.Reasons {
 			fmt.Fprintf(&b, "    %s\n", reason)
@@ -151,7 +159,13 @@ func writeUpText(w io.Writer, r *nodeprep.Report) error {
 	if r.MetricsFile != "" {
 		fmt.Fprintf(&b, "metrics %s\n", r.MetricsFile)
 	}
-	fmt.Fprintf(&b, "%s (%.1f ms)\n", r.Verdict, r.DurationMS)
+	// The failed stage's reasons are printed above; the verdict names the
+	// stage instead of saying them again.
+	verdict := r.Verdict
+	if !r.Ready && failed != "" {
+		verdict = "not ready: " + failed + " failed"
+	}
+	fmt.Fprintf(&b, "%s (%.1f ms)\n", verdict, r.DurationMS)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -22,24 +22,39 @@ type versionInfo struct {
 	Platform  string `json:"platform" yaml:"platform"`
 }
 
+// currentVersion is the version information of this binary: the link-time
+// version and commit, else the commit the Go toolchain stamped.
+func currentVersion() versionInfo {
+	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if v.Commit == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					v.Commit = s.Value
+				}
+			}
+		}
+	}
+	return v
+}
+
+// String is the one line `nodeprep version` and `nodeprep --version` print.
+func (v versionInfo) String() string {
+	return fmt.Sprintf("nodeprep %s (commit %s, %s, %s)", v.Version, orNone(v.Commit), v.GoVersion, v.Platform)
+}
+
 func newVersionCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print nodeprep's version, commit and Go version",
-		Args:  noArgs,
+		Long: `version prints nodeprep's version, the commit it was built from, the Go
+version and the platform; -o json and -o yaml print the same as fields.
+'nodeprep --version' prints the same line.`,
+		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-			if v.Commit == "" {
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" {
-							v.Commit = s.Value
-						}
-					}
-				}
-			}
+			v := currentVersion()
 			return g.print(v, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "nodeprep %s (commit %s, %s, %s)\n", v.Version, orNone(v.Commit), v.GoVersion, v.Platform)
+				_, err := fmt.Fprintln(w, v)
 				return err
 			})
 		},

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// manDate is the date the man pages carry: fixed, so the pages checked in
+// under docs/man and those package.nix generates at build time are the
+// same bytes (cobra would otherwise stamp today's date).
+var manDate = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
+
+// GenerateDocs writes the command reference generated from the cobra
+// commands themselves: one Markdown page per command under markdownDir
+// (docs/cli) and one man page per command, section 1, under manDir
+// (docs/man); an empty directory name skips that form. The output is the
+// same on every machine: no dates, and host-dependent defaults (--arch)
+// spelled out in words.
+func GenerateDocs(markdownDir, manDir string) error {
+	root, _ := newRootCommand(IOStreams{})
+	root.DisableAutoGenTag = true
+	root.InitDefaultCompletionCmd() // cobra adds it only when executing
+	hostIndependentDefaults(root)
+	if markdownDir != "" {
+		if err := os.MkdirAll(markdownDir, 0o755); err != nil {
+			return err
+		}
+		if err := doc.GenMarkdownTree(root, markdownDir); err != nil {
+			return fmt.Errorf("writing the Markdown reference to %s: %w", markdownDir, err)
+		}
+	}
+	if manDir != "" {
+		if err := os.MkdirAll(manDir, 0o755); err != nil {
+			return err
+		}
+		header := &doc.GenManHeader{Title: "NODEPREP", Section: "1", Source: "nodeprep", Manual: "nodeprep manual", Date: &manDate}
+		if err := doc.GenManTree(root, header, manDir); err != nil {
+			return fmt.Errorf("writing man pages to %s: %w", manDir, err)
+		}
+	}
+	return nil
+}
+
+// hostIndependentDefaults replaces defaults that depend on the machine
+// the docs are generated on (--arch is the build's GOARCH) with words.
+func hostIndependentDefaults(c *cobra.Command) {
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "arch" {
+			f.DefValue = "the host's"
+		}
+	})
+	for _, sub := range c.Commands() {
+		hostIndependentDefaults(sub)
+	}
+}
+
+// newManCommand is `nodeprep man DIR`, hidden: package.nix runs it on the
+// built binary to install the man pages (installManPage).
+func newManCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "man DIR",
+		Short:  "Write nodeprep's man pages (section 1) to DIR",
+		Hidden: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			return fault.Usage(cobra.ExactArgs(1)(cmd, args))
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := GenerateDocs("", args[0]); err != nil {
+				return fault.CantWrite(err)
+			}
+			return nil
+		},
+	}
+}

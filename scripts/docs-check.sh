@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# docs-check: the README stays a newcomer's page and the docs stay user
+# docs. README.md is at most 250 lines and shows `make demo` / `make test`
+# near the top; README and docs/ name no file outside the repository
+# (design notes, field-report numbers) and no RuntimeClass the NixOS module
+# does not provide; every relative link resolves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+err() { echo "docs-check: $*" >&2; fail=1; }
+
+lines=$(wc -l < README.md)
+[ "$lines" -le 250 ] || err "README.md has $lines lines, want at most 250 (move reference to docs/)"
+head -20 README.md | grep -q '^make demo' || err "README.md: 'make demo' is not in its first 20 lines"
+head -20 README.md | grep -q '^make test' || err "README.md: 'make test' is not in its first 20 lines"
+
+pages=$(ls README.md docs/*.md)
+if grep -nE '\bF[0-9]{1,2}\b|DESIGN\.md|FIELD-REPORTS|runtimeClassName' $pages; then
+  err "the lines above name files outside the repository or a RuntimeClass nobody provides"
+fi
+
+# Pages other branches add (remove a name once its page is merged): a link
+# to one is reported, not failed.
+pending="docs/runtime-view.md docs/k3s.md docs/faults.md docs/up.md"
+for page in $pages; do
+  dir=$(dirname "$page")
+  for link in $(grep -oE '\]\([^)#]+' "$page" | sed 's/^](//' | grep -v '^https\?:' || true); do
+    target=$dir/$link
+    [ -e "$target" ] && continue
+    case " $pending " in
+      *" ${target#./} "*) echo "docs-check: $page links $link, which another branch adds" ;;
+      *) err "$page links $link, which does not exist" ;;
+    esac
+  done
+done
+[ "$fail" = 0 ] && echo "docs-check: README.md ($lines lines) and docs/ ok"
+exit "$fail"
