@@ -66,6 +66,12 @@ type JoinConfig struct {
 	// K3sConfig is the host path of k3s's config.yaml; drop-ins are read
 	// from <K3sConfig>.d/.
 	K3sConfig string `yaml:"k3sConfig" json:"k3sConfig"`
+	// K3sDataDir is k3s's data-dir when no k3s file, argument or
+	// K3S_DATA_DIR sets one ("" = /var/lib/rancher/k3s).
+	K3sDataDir string `yaml:"k3sDataDir" json:"k3sDataDir"`
+	// K3sEnvironmentFile is the host path of the k3s service's
+	// EnvironmentFile, read for K3S_CONFIG_FILE and K3S_DATA_DIR ("" = none).
+	K3sEnvironmentFile string `yaml:"k3sEnvironmentFile" json:"k3sEnvironmentFile"`
 	// DropIn is the file name nodeprep writes in <K3sConfig>.d/.
 	DropIn string `yaml:"dropIn" json:"dropIn"`
 	// Labels are extra node labels, "key=value".
@@ -199,6 +205,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("cdi.deviceNames: %w", err))
 	}
 	abs("join.k3sConfig", c.Join.K3sConfig, false)
+	abs("join.k3sDataDir", c.Join.K3sDataDir, true)
+	abs("join.k3sEnvironmentFile", c.Join.K3sEnvironmentFile, true)
 	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
 		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))
 	}

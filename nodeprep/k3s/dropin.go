@@ -37,9 +37,15 @@ const dropInHeader = `# Written by nodeprep (nodeprep join). Do not edit: nodepr
 // Options are the inputs of Plan. The zero value of a field means its
 // default.
 type Options struct {
-	// ConfigPath is the host path of k3s's config.yaml (default
-	// DefaultConfigPath); drop-ins are read from DropInDir(ConfigPath).
+	// ConfigPath is the host path of k3s's config.yaml when nothing in
+	// Env or K3sArgs names one (default DefaultConfigPath); see Locate.
+	// Drop-ins are read from and written to DropInDir of the located file.
 	ConfigPath string
+	// Env is the k3s service's environment (process variables and its
+	// EnvironmentFile, see LoadEnvironment); EnvConfigFile and EnvDataDir
+	// move k3s's paths. Passed in as data: this package reads no
+	// environment.
+	Env map[string]string
 	// DropIn is the file name nodeprep writes in the drop-in directory
 	// (default DefaultDropIn). It must be a plain name ending in .yaml or
 	// .yml, or k3s would not read it.
@@ -58,15 +64,22 @@ type Options struct {
 	// RequireUnregistered turns "the node has already registered" from a
 	// warning into an error.
 	RequireUnregistered bool
-	// DataDir is k3s's state directory (default DefaultDataDir); agent state
-	// under <DataDir>/agent means the node has registered.
+	// DataDir is k3s's state directory when no k3s file, argument or Env
+	// sets one (default DefaultDataDir); agent state under <data-dir>/agent
+	// means the node has registered.
 	DataDir string
 }
 
 // Result is what Plan found and what Apply did.
 type Result struct {
-	// ConfigPath is the k3s config file the drop-in belongs to.
-	ConfigPath string `json:"configPath" yaml:"configPath"`
+	// ConfigPath is the k3s config file the drop-in belongs to, and
+	// ConfigSource what chose it (Location.Source).
+	ConfigPath   string `json:"configPath" yaml:"configPath"`
+	ConfigSource string `json:"configSource" yaml:"configSource"` // see ConfigPath
+	// DataDir is k3s's effective data-dir and DataDirSource what set it (a
+	// file's path, ArgsSource, EnvDataDir, SourceOption or SourceDefault).
+	DataDir       string `json:"dataDir" yaml:"dataDir"`
+	DataDirSource string `json:"dataDirSource" yaml:"dataDirSource"` // see DataDir
 	// DropInPath is the host path of nodeprep's drop-in.
 	DropInPath string `json:"dropInPath" yaml:"dropInPath"`
 	// Content is the drop-in's bytes.
@@ -148,16 +161,24 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	loc := opts.Locate()
+	if err := checkAbs("config file", loc.ConfigPath, loc.Source); err != nil {
+		return nil, err
+	}
 	r := &Result{
-		ConfigPath: opts.ConfigPath,
-		DropInPath: opts.DropInPath(),
-		Labels:     labels,
-		Taints:     taints,
+		ConfigPath:   loc.ConfigPath,
+		ConfigSource: loc.Source,
+		DropInPath:   opts.DropInPath(),
+		Labels:       labels,
+		Taints:       taints,
+	}
+	if opts.ConfigPath != "" && opts.ConfigPath != DefaultConfigPath && loc.Source != SourceOption && opts.ConfigPath != loc.ConfigPath {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("nodeprep's k3s config setting is %s, but k3s reads %s (from %s): nodeprep reads and writes where k3s reads", opts.ConfigPath, loc.ConfigPath, loc.Source))
 	}
 	content := Render(labels, taints)
 	r.Content = string(content)
 
-	files, err := ReadFiles(root, opts.ConfigPath)
+	files, err := ReadFiles(root, loc.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +210,13 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		return nil, err
 	}
 	conflicts := conflicts(eff, r.DropInPath, labels, taints, &r.Warnings)
+	conflicts = append(conflicts, kubeletArgConflicts(eff, labels, taints, &r.Warnings)...)
 
-	r.RegistrationEvidence = registrationEvidence(root, opts.DataDir)
+	r.DataDir, r.DataDirSource = opts.dataDir(eff)
+	if err := checkAbs("data-dir", r.DataDir, r.DataDirSource); err != nil {
+		return nil, err
+	}
+	r.RegistrationEvidence = registrationEvidence(root, r.DataDir)
 	r.Registered = r.RegistrationEvidence != ""
 	var errs []error
 	if len(conflicts) > 0 {
@@ -203,7 +229,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		}
 	}
 	if r.Registered {
-		msg := fmt.Sprintf("the node has already registered (%s exists): k3s passes node-taint to the kubelet as --register-with-taints, which acts only when the Node object is created, so new taints will not reach it. Apply them with 'kubectl taint nodes <node> <taint>', or re-register: stop k3s, 'kubectl delete node <node>', remove %s, start k3s", r.RegistrationEvidence, path.Join(opts.DataDir, "agent"))
+		msg := fmt.Sprintf("the node has already registered (%s exists): k3s passes node-taint to the kubelet as --register-with-taints, which acts only when the Node object is created, so new taints will not reach it. Apply them with 'kubectl taint nodes <node> <taint>', or re-register: stop k3s, 'kubectl delete node <node>', remove %s, start k3s", r.RegistrationEvidence, path.Join(r.DataDir, "agent"))
 		if opts.RequireUnregistered {
 			errs = append(errs, errors.New(msg))
 		} else {
@@ -232,21 +258,16 @@ func Apply(root *hostfs.Root, r *Result) error {
 }
 
 // DropInPath is the host path of nodeprep's drop-in for these options:
-// <ConfigPath>.d/<DropIn>, with the defaults for empty fields.
+// <config file>.d/<DropIn>, the config file as Locate finds it (where k3s
+// reads), with the defaults for empty fields.
 func (o Options) DropInPath() string {
 	o = o.withDefaults()
-	return path.Join(DropInDir(o.ConfigPath), o.DropIn)
+	return path.Join(DropInDir(o.Locate().ConfigPath), o.DropIn)
 }
 
 func (o Options) withDefaults() Options {
-	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
-	}
 	if o.DropIn == "" {
 		o.DropIn = DefaultDropIn
-	}
-	if o.DataDir == "" {
-		o.DataDir = DefaultDataDir
 	}
 	return o
 }

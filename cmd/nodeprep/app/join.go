@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"text/tabwriter"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
-	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
@@ -21,6 +19,8 @@ import (
 // joinFlags are the drop-in flags `join` and `up` share.
 type joinFlags struct {
 	k3sConfig           string
+	k3sDataDir          string
+	k3sEnvFile          string
 	dropIn              string
 	labels              []string
 	taints              []string
@@ -41,6 +41,8 @@ type joinOptions struct {
 
 func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.k3sConfig, "k3s-config", "", "host path of k3s's config.yaml; drop-ins are read from <path>.d (default "+k3s.DefaultConfigPath+")")
+	f.StringVar(&o.k3sDataDir, "k3s-data-dir", "", "k3s's data-dir when no k3s file, --k3s-arg or $K3S_DATA_DIR sets one (default "+k3s.DefaultDataDir+")")
+	f.StringVar(&o.k3sEnvFile, "k3s-env-file", "", "host path of the k3s service's EnvironmentFile (its K3S_CONFIG_FILE and K3S_DATA_DIR count)")
 	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
 	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
 	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
@@ -59,17 +61,21 @@ type joinSettings struct {
 	extra []k3s.Label
 }
 
-// resolve applies flags over the config file. The k3s config file is
-// --k3s-config, else $K3S_CONFIG_FILE (what k3s itself reads; k3s lets it
-// win over --config), else join.k3sConfig.
+// resolve applies flags over the config file. k3s's environment is this
+// process's $K3S_CONFIG_FILE and $K3S_DATA_DIR with the k3s service's
+// EnvironmentFile (--k3s-env-file) over them; k3s.Options.Locate then picks
+// the config file as k3s does.
 func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error) {
 	cfg := g.cfg.Join
-	configPath := cfg.K3sConfig
-	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
-		if !path.IsAbs(env) {
-			return joinSettings{}, fault.Usage(fmt.Errorf("K3S_CONFIG_FILE %q: want an absolute host path", env))
+	base := map[string]string{}
+	for _, k := range []string{k3s.EnvConfigFile, k3s.EnvDataDir} {
+		if v := os.Getenv(k); v != "" {
+			base[k] = v
 		}
-		configPath = env
+	}
+	env, err := k3s.LoadEnvironment(g.host, flagOr(fs, "k3s-env-file", o.k3sEnvFile, cfg.K3sEnvironmentFile), base)
+	if err != nil {
+		return joinSettings{}, err
 	}
 	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
 	if err != nil {
@@ -86,7 +92,9 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
 	return joinSettings{
 		opts: k3s.Options{
-			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, configPath),
+			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, cfg.K3sConfig),
+			DataDir:             flagOr(fs, "k3s-data-dir", o.k3sDataDir, cfg.K3sDataDir),
+			Env:                 env,
 			DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
 			Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
 			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
@@ -110,8 +118,15 @@ config.yaml, the drop-ins and the k3s arguments as k3s does, reports the
 effective lists, and fails when a later file or argument would undo what it
 adds. Taints reach the Node object only when it is first registered.
 
-The k3s config file is --k3s-config, else $K3S_CONFIG_FILE, else join.k3sConfig
-from the config file, else /etc/rancher/k3s/config.yaml.`,
+It reads k3s's configuration from every place k3s does: the config file is
+$K3S_CONFIG_FILE (this process's, or the k3s service's --k3s-env-file), else
+--config in the k3s arguments (--k3s-arg), else --k3s-config / join.k3sConfig,
+else /etc/rancher/k3s/config.yaml; the drop-in goes to <that file>.d/. The
+data dir, where "already registered" is looked for, is --data-dir in the k3s
+arguments, else data-dir in the files, else $K3S_DATA_DIR, else --k3s-data-dir,
+else /var/lib/rancher/k3s. A kubelet-arg that sets register-with-taints or
+node-labels takes the taints or labels away from k3s's node-taint/node-label:
+a conflict (exit 1; a warning with --allow-override).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
