@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -463,6 +464,12 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 	}
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
+	}
+	for _, f := range ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot) {
+		if f.Code != containerd.CodeNotWritten {
+			st.Status = StatusWarning
+		}
+		st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
 	}
 	st.Summary = fmt.Sprintf("%s: %d labels, %d taints", res.DropInPath, len(res.Labels), len(res.Taints))
 	return nil

@@ -213,3 +213,38 @@ func checkAbs(what, p, source string) error {
 	}
 	return fault.Malformed(fmt.Errorf("k3s %s %q (from %s): want an absolute path", what, p, source))
 }
+
+// View is k3s's effective configuration as nodeprep needs it: where k3s
+// reads its config, its data-dir, and the merged keys. Read builds it;
+// Plan reports the same facts in its Result.
+type View struct {
+	Location
+	// DataDir is the effective data-dir and DataDirSource what set it.
+	DataDir       string `json:"dataDir" yaml:"dataDir"`
+	DataDirSource string `json:"dataDirSource" yaml:"dataDirSource"` // see DataDir
+	// Effective is the merge of the files and o.K3sArgs.
+	Effective *Effective `json:"effective" yaml:"effective"`
+}
+
+// Read locates and merges k3s's configuration under root (Locate, ReadFiles,
+// Merge) without nodeprep's drop-in being placed, and resolves the
+// data-dir. Errors: those of ReadFiles and Merge, and a config file or
+// data-dir that is not absolute (fault.ErrMalformed).
+func Read(root *hostfs.Root, o Options) (*View, error) {
+	v := &View{Location: o.Locate()}
+	if err := checkAbs("config file", v.ConfigPath, v.Source); err != nil {
+		return nil, err
+	}
+	files, err := ReadFiles(root, v.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	if v.Effective, err = Merge(files, o.K3sArgs); err != nil {
+		return nil, err
+	}
+	v.DataDir, v.DataDirSource = o.dataDir(v.Effective)
+	if err := checkAbs("data-dir", v.DataDir, v.DataDirSource); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

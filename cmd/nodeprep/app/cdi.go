@@ -210,6 +210,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		return err
 	}
 	opts.Expect = expect
+	extra = append(extra, runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot)...)
 	res, err := cdi.CheckFile(g.host, opts)
 	if err != nil {
 		return err

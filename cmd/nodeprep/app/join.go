@@ -184,6 +184,9 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 	for _, w := range res.Warnings {
 		g.log.Warn(w)
 	}
+	for _, f := range nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot) {
+		g.log.Warn(f.Message, "code", f.Code)
+	}
 	if !o.dryRun {
 		if err := k3s.Apply(g.host, res); err != nil {
 			return err

@@ -2,6 +2,7 @@ package app
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,5 +85,53 @@ func TestJoinConfigFlagEffective(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %s:\n%s", s, out)
 		}
+	}
+}
+
+// hostLayered copies testdata/hosts/<base> and lays testdata/hosts/<over>
+// over it (the k3s-containerd-* trees hold only k3s's files).
+func hostLayered(t *testing.T, base, over string) string {
+	t.Helper()
+	root := hostCopy(t, base)
+	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", over)+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return root
+}
+
+// TestContainerdChecks: `cdi check` fails when k3s's containerd would not
+// hand pods the patched spec; `join` reports the same as warnings.
+func TestContainerdChecks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		over     string
+		args     []string
+		want     int
+		contains string // substring of stdout (cdi check) or stderr (join)
+	}{
+		{over: "k3s-containerd-cdi-off", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-cdi-disabled"},
+		{over: "k3s-containerd-v2-default", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "defaults it to false"},
+		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-spec-dir"},
+		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
+		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
+		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
+		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
+		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false", "--k3s-arg=--container-runtime-endpoint=/run/containerd/containerd.sock"}, want: 0, contains: "is not checked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.over+"/"+tt.args[0], func(t *testing.T) {
+			t.Parallel()
+			root := hostLayered(t, "fhs-ubuntu", tt.over)
+			out, errOut, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.want, out, errOut)
+			}
+			if tt.contains != "" && !strings.Contains(out+errOut, tt.contains) {
+				t.Errorf("output lacks %q:\nstdout %s\nstderr %s", tt.contains, out, errOut)
+			}
+			if tt.contains == "" && strings.Contains(out+errOut, "containerd") {
+				t.Errorf("containerd findings on a good config:\n%s%s", out, errOut)
+			}
+		})
 	}
 }
