@@ -82,6 +82,9 @@ type JoinConfig struct {
 	DefaultTaint *bool `yaml:"defaultTaint" json:"defaultTaint"`
 	// GFDLabels adds GPU Feature Discovery's labels (nil: true).
 	GFDLabels *bool `yaml:"gfdLabels" json:"gfdLabels"`
+	// MIGStrategy is GFD's MIG strategy for the MIG labels: none (the
+	// default, as GFD's), single or mixed (see MIGLabels).
+	MIGStrategy string `yaml:"migStrategy" json:"migStrategy"`
 	// AllowOverride lets a later drop-in or k3s argument replace nodeprep's keys.
 	AllowOverride bool `yaml:"allowOverride" json:"allowOverride"`
 	// RequireUnregistered fails when the node has already registered.
@@ -206,6 +209,9 @@ func (c Config) Validate() error {
 	}
 	abs("join.k3sConfig", c.Join.K3sConfig, false)
 	abs("join.k3sDataDir", c.Join.K3sDataDir, true)
+	if err := CheckMIGStrategy(c.Join.MIGStrategy); err != nil {
+		errs = append(errs, fmt.Errorf("join.migStrategy: %w", err))
+	}
 	abs("join.k3sEnvironmentFile", c.Join.K3sEnvironmentFile, true)
 	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
 		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))

@@ -78,6 +78,7 @@ type UpOptions struct {
 	// under PolicyTaint).
 	Join        k3s.Options
 	GFDLabels   bool        // add GFD's nvidia.com/ labels
+	MIGStrategy string      // GFD's MIG strategy for the MIG labels (MIGStrategyNone, …)
 	ExtraLabels []k3s.Label // the user's labels; they win over generated ones
 	// OnSelftestFailure is PolicyBlock (default) or PolicyTaint.
 	OnSelftestFailure string
@@ -437,7 +438,7 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 			}
 		}
 	}
-	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
+	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
 	if err != nil {
 		return err
 	}

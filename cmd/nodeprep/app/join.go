@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
@@ -27,6 +28,7 @@ type joinFlags struct {
 	k3sArgs             []string
 	noDefaultTaint      bool
 	gfdLabels           bool
+	migStrategy         string
 	allowOverride       bool
 	requireUnregistered bool
 }
@@ -49,6 +51,7 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
 	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
 	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
+	f.StringVar(&o.migStrategy, "mig-strategy", "", "GPU Feature Discovery's MIG strategy for the MIG labels: none (default, as GFD's), single or mixed")
 	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
 	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
 }
@@ -58,6 +61,7 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 type joinSettings struct {
 	opts  k3s.Options
 	gfd   bool
+	mig   string // GFD's MIG strategy
 	extra []k3s.Label
 }
 
@@ -102,6 +106,7 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
 		},
 		gfd:   flagOr(fs, "gfd-labels", o.gfdLabels, gfd),
+		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),
 		extra: userLabels,
 	}, nil
 }
@@ -126,7 +131,15 @@ data dir, where "already registered" is looked for, is --data-dir in the k3s
 arguments, else data-dir in the files, else $K3S_DATA_DIR, else --k3s-data-dir,
 else /var/lib/rancher/k3s. A kubelet-arg that sets register-with-taints or
 node-labels takes the taints or labels away from k3s's node-taint/node-label:
-a conflict (exit 1; a warning with --allow-override).`,
+a conflict (exit 1; a warning with --allow-override).
+
+With MIG on, GFD's MIG labels follow --mig-strategy (join.migStrategy) as GFD's
+--mig-strategy does: none (default) writes none, single describes the MIG
+devices under nvidia.com/gpu.*, mixed writes nvidia.com/mig-<profile>.*; both
+add nvidia.com/mig.strategy. GFD labels nodeprep does not write: gpu.replicas
+of whole GPUs, gpu.sharing-strategy, mps.capable, gpu.mode, gpu.machine, the
+deprecated cuda.driver.* and cuda.runtime.*, gpu.clique, the IMEX and vGPU
+labels and gfd.timestamp.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -159,7 +172,10 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		report.Simulated = inv.Simulated
 	}
-	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, Extra: js.extra})
+	if err := nodeprep.CheckMIGStrategy(js.mig); err != nil {
+		return fault.Usage(err)
+	}
+	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, MIGStrategy: js.mig, Extra: js.extra})
 	if err != nil {
 		return err
 	}

@@ -135,3 +135,25 @@ func TestContainerdChecks(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinMIGStrategy: the strategy is checked before anything is written;
+// on a GPU node without MIG, single adds only nvidia.com/mig.strategy.
+func TestJoinMIGStrategy(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := joinRun(t, joinHost(t, nil), "--simulate", "dgx-h200", "--mig-strategy", "both")
+	if code != ExitUsage || !strings.Contains(errOut, "want none, single or mixed") {
+		t.Errorf("bad strategy: exit %d, %s", code, errOut)
+	}
+	_, errOut, code = joinRun(t, joinHost(t, map[string]string{"/etc/nodeprep/config.yaml": "join:\n  migStrategy: Single\n"}), "--simulate", "dgx-h200")
+	if code != ExitMalformed || !strings.Contains(errOut, "join.migStrategy") {
+		t.Errorf("bad strategy in the config: exit %d, %s", code, errOut)
+	}
+	root := joinHost(t, nil)
+	if _, errOut, code := joinRun(t, root, "--simulate", "dgx-h200", "--mig-strategy", "single"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(root, joinDropIn))
+	if err != nil || !strings.Contains(string(data), "nvidia.com/mig.strategy=single") || !strings.Contains(string(data), "nvidia.com/gpu.product=NVIDIA-H200") {
+		t.Errorf("drop-in %s, %v", data, err)
+	}
+}
