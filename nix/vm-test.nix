@@ -122,6 +122,9 @@ pkgs.testers.runNixOSTest {
         enable = true;
         package = nodeprep;
         labels = [ "node.example.com/pool=recovery" ];
+        # The tree under --root has its glvnd set in its driver root; the
+        # module's default (<libglvnd>/lib, a host path) is not under it.
+        settings.cdi.glvndDirs = [ ];
         extraArgs = [
           "--root=${recoveryRoot}"
           "--simulate=dgx-h200"
