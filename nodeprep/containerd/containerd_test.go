@@ -161,3 +161,30 @@ func TestTemplateOnly(t *testing.T) {
 		t.Errorf("template %q, findings %v; want the template read and CDI off", rep.Template, rep.Findings)
 	}
 }
+
+// BenchmarkCheck measures one containerd check over a host tree (read,
+// parse, spec directories resolved, the runtime binary stat'ed): the cost
+// `join`, `up` and `cdi check` add.
+func BenchmarkCheck(b *testing.B) {
+	dst := filepath.Join(b.TempDir(), "root")
+	hosts := filepath.Join("..", "..", "testdata", "hosts")
+	for _, cmd := range [][]string{
+		{"cp", "-a", filepath.Join(hosts, "fhs-ubuntu"), dst},
+		{"cp", "-a", filepath.Join(hosts, "k3s-containerd-ok") + "/.", dst},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+	}
+	root, err := hostfs.New(dst)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := Options{DataDir: "/var/lib/rancher/k3s", SpecPaths: []string{spec}, DriverRoot: "/usr"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Check(root, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

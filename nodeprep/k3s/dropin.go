@@ -134,9 +134,12 @@ func Render(labels []Label, taints []Taint) []byte {
 	return buf.Bytes()
 }
 
-// Plan validates opts, reads the k3s config files under root, merges them
-// with the new drop-in in place and the k3s arguments, and reports what the
-// drop-in would be and what k3s would end up with. It writes nothing.
+// Plan validates opts, locates k3s's config file as k3s does (Locate:
+// K3S_CONFIG_FILE in opts.Env, --config in opts.K3sArgs, opts.ConfigPath),
+// reads it and its drop-ins under root, merges them with the new drop-in in
+// place and the k3s arguments, resolves the effective data-dir (where the
+// registration check looks), and reports what the drop-in would be and
+// what k3s would end up with. It writes nothing.
 //
 // Errors, each naming the file or value:
 //   - fault.ErrMalformed: an invalid label or taint (ours, or one in the
@@ -144,8 +147,12 @@ func Render(labels []Label, taints []Taint) []byte {
 //     key or taint key:effect among ours, malformed YAML in a k3s file, a
 //     misspelt node-label/node-taint key ("node-labels", "node_taint"...),
 //     whose entries k3s would silently drop, or a bad drop-in name;
+//   - fault.ErrMalformed also: a config file or data-dir path that is not
+//     absolute;
 //   - fault.ErrCheckFailed: a later drop-in or a k3s argument replaces or
-//     overrides nodeprep's entries (unless AllowOverride), or the node has
+//     overrides nodeprep's entries, or a kubelet-arg sets the kubelet's
+//     register-with-taints (or a plain node-labels) and so drops k3s's own
+//     (kubeletArgConflicts) — unless AllowOverride; or the node has
 //     registered and RequireUnregistered is set;
 //   - fault.ErrUnavailable: a k3s file cannot be read.
 //
