@@ -175,7 +175,10 @@ file missing from the spec, every manifest library that will not resolve in
 the container, host paths that do not exist, a cdiVersion lower than the
 fields need, devices with no container edits, duplicate container paths, and
 every device name the consumer will ask for that the spec lacks (from the
-NVML inventory; --simulate uses a simulated server). It writes nothing.`,
+NVML inventory; --simulate uses a simulated server). When k3s is installed it
+also checks the containerd config k3s renders: CDI enabled, the spec's directory
+in cdi_spec_dirs, nvidia runtime handlers pointing at the NVIDIA container
+runtime (docs/k3s.md). It writes nothing.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(g, cmd)

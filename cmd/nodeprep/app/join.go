@@ -224,6 +224,7 @@ func printJoin(w io.Writer, r *k3s.Result) error {
 		verb = "unchanged"
 	}
 	fmt.Fprintf(w, "%s %s (%d labels, %d taints)\n", verb, r.DropInPath, len(r.Labels), len(r.Taints))
+	fmt.Fprintf(w, "k3s config: %s (%s); data dir: %s (%s)\n", r.ConfigPath, r.ConfigSource, r.DataDir, r.DataDirSource)
 	if r.Registered {
 		fmt.Fprintf(w, "registered: yes (%s): new taints will not reach the Node object\n", r.RegistrationEvidence)
 	}
