@@ -351,3 +351,23 @@ func errorf(code, format string, args ...any) cdi.Finding {
 func warnf(code, format string, args ...any) cdi.Finding {
 	return cdi.Finding{Severity: cdi.SeverityWarning, Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// SpecDirs returns the directories the containerd k3s uses loads CDI specs
+// from: Config.CDISpecDirs of the config Load finds, or DefaultSpecDirs
+// when k3s has not written one yet. known is false when k3s uses an
+// external runtime (opts.Endpoint), whose directories this package cannot
+// see. Errors are Load's. This is the runtime's list of spec directories
+// for a CDI cache that should see what containerd sees.
+func SpecDirs(root *hostfs.Root, opts Options) (dirs []string, known bool, err error) {
+	if opts.Endpoint != "" {
+		return nil, false, nil
+	}
+	c, _, err := Load(root, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	if c == nil {
+		return slices.Clone(DefaultSpecDirs), true, nil
+	}
+	return c.CDISpecDirs(), true, nil
+}

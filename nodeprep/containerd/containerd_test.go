@@ -188,3 +188,28 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestSpecDirs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		scenario string
+		opts     Options
+		want     []string
+		known    bool
+	}{
+		{scenario: "k3s-containerd-spec-dir", want: []string{"/etc/cdi"}, known: true},
+		{scenario: "k3s-containerd-ok", want: DefaultSpecDirs, known: true},
+		{scenario: "k3s-data-dir", opts: Options{DataDir: "/data/k3s"}, want: DefaultSpecDirs, known: true},
+		{scenario: "k3s-containerd-ok", opts: Options{Endpoint: "/run/containerd/containerd.sock"}},
+	}
+	for _, tt := range tests {
+		opts := tt.opts
+		if opts.DataDir == "" {
+			opts.DataDir = "/var/lib/rancher/k3s"
+		}
+		dirs, known, err := SpecDirs(layered(t, tt.scenario), opts)
+		if err != nil || known != tt.known || !slices.Equal(dirs, tt.want) {
+			t.Errorf("%s: SpecDirs = %v, %v, %v; want %v, %v", tt.scenario, dirs, known, err, tt.want, tt.known)
+		}
+	}
+}
