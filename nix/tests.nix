@@ -196,6 +196,14 @@ let
       ];
     }
     {
+      name = "conflicts: join.k3sEnvironmentFile is owned once services.k3s.environmentFile is set";
+      got = lib.conflicts {
+        k3sEnvironmentFile = "/run/secrets/k3s.env";
+        settings.join.k3sEnvironmentFile = "/etc/other.env";
+      };
+      want = [ "join.k3sEnvironmentFile" ];
+    }
+    {
       name = "conflicts: none for free settings";
       got = lib.conflicts {
         settings = {
