@@ -172,6 +172,10 @@ let
       k3sExtraFlags = [ ];
       k3sNodeLabels = [ ];
       k3sNodeTaints = [ ];
+      # services.k3s.environmentFile (null: none); read by nodeprep at boot
+      k3sEnvironmentFile = null;
+      # "<libglvnd>/lib" when the driver root lacks the glvnd dispatch set
+      glvndDir = null;
       vulkanLoader = null; # "<vulkan-loader>/lib/libvulkan.so.1"
       eglLib = null; # "<libglvnd>/lib/libEGL.so.1"
       nvmlLib = defaults.nvmlLib;
@@ -190,7 +194,8 @@ let
       [ "up" "onSelftestFailure" ]
     ]
     ++ (if o.metricsTextfileDir != null then [ [ "up" "metricsFile" ] ] else [ ])
-    ++ (if o.k3sConfigPath != null then [ [ "join" "k3sConfig" ] ] else [ ]);
+    ++ (if o.k3sConfigPath != null then [ [ "join" "k3sConfig" ] ] else [ ])
+    ++ (if o.k3sEnvironmentFile != null then [ [ "join" "k3sEnvironmentFile" ] ] else [ ]);
 
   metricsFileOf =
     o:
@@ -199,50 +204,210 @@ let
     else
       attrByPath [ "up" "metricsFile" ] null o.settings;
 
-  # Every --k3s-arg nodeprep needs: only the node-label/node-taint words of
-  # the k3s command line (nodeprep's k3s merge ignores the rest), so no
-  # --token or other secret from extraFlags ever reaches nodeprep's argv or
-  # its report. "--node-label x" pairs become "--node-label=x".
-  k3sNodeArgs =
+  # The k3s flags nodeprep replays (nodeprep/k3s Merge and Locate), from
+  # services.k3s.extraFlags (a string or a list of possibly multi-word
+  # strings): node-label, node-taint, config (-c), data-dir (-d),
+  # kubelet-arg and container-runtime-endpoint, each as { name; value; }
+  # with the long name. Nothing else is taken, so no --token or other secret
+  # from extraFlags ever reaches nodeprep's argv or its report.
+  # "--flag x" pairs become one entry.
+  k3sFlags =
     o:
     let
       flags = if isList o.k3sExtraFlags then o.k3sExtraFlags else [ o.k3sExtraFlags ];
       ws = concatMap words flags;
+      long = n: if n == "c" then "config" else if n == "d" then "data-dir" else n;
+      names = "node-label|node-taint|config|data-dir|kubelet-arg|container-runtime-endpoint";
       step =
         st: w:
         if st.pending != null then
           {
             pending = null;
-            out = st.out ++ [ "--${st.pending}=${w}" ];
+            out = st.out ++ [ { name = st.pending; value = w; } ];
           }
         else
           let
-            withValue = match "--?(node-label|node-taint)=(.*)" w;
-            bare = match "--?(node-label|node-taint)" w;
+            withValue = match "(--?(${names})|-(c|d))=(.*)" w;
+            bare = match "--?(${names})|-(c|d)" w;
+            nameOf = m: i: long (if builtins.elemAt m i != null then builtins.elemAt m i else builtins.elemAt m (i + 1));
           in
           if withValue != null then
             {
               pending = null;
-              out = st.out ++ [ "--${head withValue}=${builtins.elemAt withValue 1}" ];
+              out = st.out ++ [ { name = nameOf withValue 1; value = builtins.elemAt withValue 3; } ];
             }
           else if bare != null then
             {
-              pending = head bare;
+              pending = nameOf bare 0;
               out = st.out;
             }
           else
             st;
-      fromExtra = foldl' step {
-        pending = null;
-        out = [ ];
-      } ws;
     in
+    (foldl' step {
+      pending = null;
+      out = [ ];
+    } ws).out;
+
+  # Every --k3s-arg nodeprep needs: services.k3s.nodeLabel and nodeTaint
+  # (which the k3s module turns into --node-label/--node-taint) and the
+  # flags of k3sFlags, as "--name=value".
+  k3sArgs =
+    o:
     map (l: "--node-label=${l}") o.k3sNodeLabels
     ++ map (t: "--node-taint=${t}") o.k3sNodeTaints
-    ++ fromExtra.out;
+    ++ map (f: "--${f.name}=${f.value}") (k3sFlags o);
+
+  # Only the node-label/node-taint ones (k3sNodeArgConflicts).
+  k3sNodeArgs =
+    o:
+    map (l: "--node-label=${l}") o.k3sNodeLabels
+    ++ map (t: "--node-taint=${t}") o.k3sNodeTaints
+    ++ map (f: "--${f.name}=${f.value}") (filter (f: elem f.name [ "node-label" "node-taint" ]) (k3sFlags o));
+
+  # The config file k3s reads, as far as the build can know (k3s
+  # pkg/configfilearg: K3S_CONFIG_FILE, then --config, then the default):
+  # the first --config/-c of extraFlags, else services.k3s.configPath (which
+  # the k3s module passes as --config), else settings.join.k3sConfig, else
+  # the default. K3S_CONFIG_FILE in an environmentFile is unknowable here.
+  k3sConfigOf =
+    opts:
+    let
+      o = normalize opts;
+      fromFlags = filter (f: f.name == "config") (k3sFlags o);
+    in
+    if fromFlags != [ ] then
+      (head fromFlags).value
+    else if o.k3sConfigPath != null then
+      toString o.k3sConfigPath
+    else
+      attrByPath [ "join" "k3sConfig" ] defaults.k3sConfig o.settings;
+
+  # --- taints and labels (the rules of nodeprep/k3s/label.go) -------------
+  # Checked at evaluation so `nixos-rebuild` refuses what the kubelet would
+  # refuse at the next boot (k3s would then not start).
+
+  hasSuffix = suffix: s: let n = stringLength s; m = stringLength suffix; in m <= n && substring (n - m) m s == suffix;
+
+  # apimachinery validation.IsQualifiedName: [prefix/]name, the prefix a
+  # DNS-1123 subdomain (<= 253), the name <= 63 alphanumerics with -_. inside.
+  dns1123Subdomain = "[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+  qualifiedNamePart = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+  keyProblems =
+    what: key:
+    let
+      parts = match "(([^/]*)/)?([^/]*)" key;
+      prefix = if parts == null then null else builtins.elemAt parts 1;
+      name = if parts == null then null else builtins.elemAt parts 2;
+    in
+    if parts == null then
+      [ "${what}: key \"${key}\" has more than one '/'" ]
+    else
+      (
+        if prefix != null && (stringLength prefix > 253 || match dns1123Subdomain prefix == null) then
+          [ "${what}: key prefix \"${prefix}\" is not a DNS subdomain (lower-case alphanumerics, '-', '.', at most 253)" ]
+        else
+          [ ]
+      )
+      ++ (
+        if stringLength name > 63 || match qualifiedNamePart name == null then
+          [ "${what}: key name \"${name}\" must be 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric" ]
+        else
+          [ ]
+      );
+
+  # validation.IsValidLabelValue: empty, or <= 63 like a key's name.
+  valueProblems =
+    what: v:
+    if v == "" || (stringLength v <= 63 && match qualifiedNamePart v != null) then
+      [ ]
+    else
+      [ "${what}: value \"${v}\" must be empty or 1-63 alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric" ];
+
+  # k8s.io/kubelet/pkg/apis/well_known_labels.go IsKubeletLabel: in the
+  # kubernetes.io and k8s.io namespaces the kubelet may set only these
+  # labels and any under kubelet.kubernetes.io/ or node.kubernetes.io/.
+  kubeletLabels = [
+    "kubernetes.io/hostname"
+    "kubernetes.io/arch"
+    "kubernetes.io/os"
+    "beta.kubernetes.io/arch"
+    "beta.kubernetes.io/os"
+    "beta.kubernetes.io/instance-type"
+    "node.kubernetes.io/instance-type"
+    "topology.kubernetes.io/region"
+    "topology.kubernetes.io/zone"
+    "failure-domain.beta.kubernetes.io/region"
+    "failure-domain.beta.kubernetes.io/zone"
+  ];
+  inDomain = ns: d: ns == d || hasSuffix ".${d}" ns;
+  kubeletMaySet =
+    key:
+    let
+      parts = match "([^/]*)/.*" key;
+      ns = if parts == null then "" else head parts;
+    in
+    !(inDomain ns "kubernetes.io" || inDomain ns "k8s.io")
+    || elem key kubeletLabels
+    || inDomain ns "kubelet.kubernetes.io"
+    || inDomain ns "node.kubernetes.io";
+
+  labelProblems =
+    l:
+    let
+      kv = match "([^=]*)=(.*)" l;
+      what = "label \"${l}\"";
+    in
+    if !(isString l) then
+      [ "label ${toJSON l}: want a string key=value" ]
+    else if kv == null then
+      [ "${what}: want key=value" ]
+    else
+      let
+        key = head kv;
+        value = builtins.elemAt kv 1;
+        kp = keyProblems what key;
+      in
+      kp
+      ++ valueProblems what value
+      ++ (
+        if kp == [ ] && !(kubeletMaySet key) then
+          [ "${what}: the kubelet may not set labels in the kubernetes.io or k8s.io namespaces except under kubelet.kubernetes.io/, node.kubernetes.io/ or ${concatStringsSep ", " kubeletLabels} (k3s would not start)" ]
+        else
+          [ ]
+      );
+
+  taintProblems =
+    t:
+    let
+      parts = match "([^:=]*)(=([^:]*))?:(.*)" t;
+      what = "taint \"${t}\"";
+    in
+    if !(isString t) then
+      [ "taint ${toJSON t}: want a string key[=value]:Effect" ]
+    else if parts == null then
+      [ "${what}: want key[=value]:Effect" ]
+    else
+      let
+        key = head parts;
+        value = let v = builtins.elemAt parts 2; in if v == null then "" else v;
+        effect = builtins.elemAt parts 3;
+      in
+      keyProblems what key
+      ++ valueProblems what value
+      ++ (
+        if elem effect [ "NoSchedule" "PreferNoSchedule" "NoExecute" ] then
+          [ ]
+        else
+          [ "${what}: effect \"${effect}\" is not one of NoSchedule, PreferNoSchedule, NoExecute" ]
+      );
+
 in
 rec {
   inherit
+    labelProblems
+    taintProblems
+    k3sConfigOf
     defaults
     recursiveUpdate
     unique
@@ -277,6 +442,47 @@ rec {
     in
     if attrByPath [ "join" "allowOverride" ] false o.settings then [ ] else k3sNodeArgs o;
 
+  # Every problem with the node's labels and taints (services.nodeprep's
+  # and services.k3s's nodeLabel/nodeTaint), one message each, checked with
+  # the rules of nodeprep/k3s/label.go (Kubernetes qualified names and
+  # label values, the three taint effects, the kubelet's self-label rule).
+  # The module turns a non-empty list into an assertion, so nixos-rebuild
+  # refuses what would keep k3s from starting at the next boot.
+  entryProblems =
+    opts:
+    let
+      o = normalize opts;
+    in
+    concatMap labelProblems (o.labels ++ o.k3sNodeLabels) ++ concatMap taintProblems (o.taints ++ o.k3sNodeTaints);
+
+  # The --kubelet-arg values of services.k3s.extraFlags that take the
+  # node's taints or labels away from node-taint/node-label (see
+  # nodeprep/k3s kubeletArgConflicts: k3s drops its own
+  # --register-with-taints for a plain kubelet-arg, and the kubelet keeps
+  # only the last one, so "+=" loses it too; a plain node-labels replaces
+  # k3s's --node-labels, "node-labels+=" merges). Empty with
+  # join.allowOverride.
+  kubeletArgConflicts =
+    opts:
+    let
+      o = normalize opts;
+      bad =
+        f:
+        let
+          m = match "-*(register-with-taints|node-labels)([+-]?)=.*" f.value;
+        in
+        f.name == "kubelet-arg"
+        && m != null
+        && (
+          (head m == "register-with-taints" && builtins.elemAt m 1 != "-" && o.taints != [ ])
+          || (head m == "node-labels" && builtins.elemAt m 1 == "")
+        );
+    in
+    if attrByPath [ "join" "allowOverride" ] false o.settings then
+      [ ]
+    else
+      map (f: "--kubelet-arg=${f.value}") (filter bad (k3sFlags o));
+
   # The config file as an attrset: `settings` with the typed options laid
   # over it. `taints` is the complete taint list (its default holds
   # nvidia.com/gpu=present:NoSchedule), so join.defaultTaint is false: a
@@ -285,6 +491,17 @@ rec {
     opts:
     let
       o = normalize opts;
+      s = o.settings;
+      # Library paths so that `nodeprep inspect`, `cdi check` and `selftest`
+      # run by hand need no flags; settings that name them win.
+      unlessSet = path: v: if v == null || hasAttrByPath path s then { } else setAt path v;
+      setAt = path: v: if path == [ ] then v else { ${head path} = setAt (tail path) v; };
+      paths = foldl' recursiveUpdate { } [
+        (unlessSet [ "nvml" "library" ] o.nvmlLib)
+        (unlessSet [ "selftest" "vulkanLoader" ] o.vulkanLoader)
+        (unlessSet [ "selftest" "eglLib" ] o.eglLib)
+        (unlessSet [ "cdi" "glvndDirs" ] (if o.glvndDir == null then null else [ (toString o.glvndDir) ]))
+      ];
       typed = {
         join =
           {
@@ -292,13 +509,14 @@ rec {
             labels = o.labels;
             defaultTaint = false;
           }
-          // (if o.k3sConfigPath != null then { k3sConfig = toString o.k3sConfigPath; } else { });
+          // (if o.k3sConfigPath != null then { k3sConfig = toString o.k3sConfigPath; } else { })
+          // (if o.k3sEnvironmentFile != null then { k3sEnvironmentFile = toString o.k3sEnvironmentFile; } else { });
         up = {
           onSelftestFailure = o.onSelftestFailure;
         };
       };
     in
-    recursiveUpdate o.settings typed;
+    recursiveUpdate (recursiveUpdate paths o.settings) typed;
 
   renderConfig =
     opts:
@@ -329,7 +547,7 @@ rec {
     ++ opt (o.eglLib != null && !hasAttrByPath [ "selftest" "eglLib" ] s) [ "--egl-lib=${o.eglLib}" ]
     ++ opt (o.nvmlLib != null && !hasAttrByPath [ "nvml" "library" ] s) [ "--nvml-lib=${o.nvmlLib}" ]
     ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFile}" ]
-    ++ map (a: "--k3s-arg=${a}") (k3sNodeArgs o)
+    ++ map (a: "--k3s-arg=${a}") (k3sArgs o)
     ++ o.extraArgs;
 
   # The directories `nodeprep up` writes, for ReadWritePaths= under
@@ -344,7 +562,7 @@ rec {
       s = o.settings;
       cfg = mkConfig o;
       spec = attrByPath [ "cdi" "spec" ] defaults.cdiSpec s;
-      k3sConfig = attrByPath [ "join" "k3sConfig" ] defaults.k3sConfig cfg;
+      k3sConfig = k3sConfigOf o;
       statusFile = attrByPath [ "up" "statusFile" ] defaults.statusFile s;
       metricsFile = metricsFileOf o;
     in
@@ -358,20 +576,17 @@ rec {
       ++ (if metricsFile != null then [ (canonicalRun (parentDir metricsFile)) ] else [ ])
     );
 
-  # systemd-tmpfiles rules creating every writable directory except the CDI
-  # one (the generator's RuntimeDirectory=cdi makes that, and removes it
-  # when it stops). ReadWritePaths= fails the unit when a path is missing,
-  # so they must exist before nodeprep.service starts; on NixOS
+  # systemd-tmpfiles rules creating every writable directory: ReadWritePaths=
+  # fails the unit (226/NAMESPACE) when a path is missing, so each must
+  # exist before nodeprep.service starts. That includes the CDI spec's
+  # directory: /run/cdi is also the generator's RuntimeDirectory= (which
+  # adopts an existing directory and removes it when the generator stops;
+  # nodeprep, PartOf the generator, stops with it), and a spec under /etc/cdi
+  # has nobody else to make its directory. On NixOS
   # /etc/rancher/k3s/config.yaml.d is an ordinary directory (environment.etc
   # only links individual files), which is why a tmpfiles rule and not
   # ConfigurationDirectory= (that is /etc/<name>) creates it.
-  tmpfilesRules =
-    opts:
-    let
-      o = normalize opts;
-      cdiDir = canonicalRun (parentDir (attrByPath [ "cdi" "spec" ] defaults.cdiSpec o.settings));
-    in
-    map (d: "d ${d} 0755 root root -") (filter (d: d != cdiDir) (readWritePaths o));
+  tmpfilesRules = opts: map (d: "d ${d} 0755 root root -") (readWritePaths opts);
 
   # One argument for ExecStart=, as nixpkgs' utils.escapeSystemdExecArg
   # does: JSON-quoted (systemd understands C-style double quotes) with "%"

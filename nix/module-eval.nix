@@ -86,8 +86,26 @@ let
         && lib.hasInfix "onSelftestFailure: \"block\"" cfg.environment.etc."nodeprep/config.yaml".text;
     }
     {
-      name = "tmpfiles make the drop-in directory";
-      ok = lib.elem "d /etc/rancher/k3s/config.yaml.d 0755 root root -" cfg.systemd.tmpfiles.rules;
+      name = "tmpfiles make every ReadWritePaths directory";
+      ok = lib.all (d: lib.elem "d ${d} 0755 root root -" cfg.systemd.tmpfiles.rules) sc.ReadWritePaths;
+    }
+    {
+      name = "config.yaml names NVML, the Vulkan loader and libEGL (manual runs need no flags)";
+      ok = lib.all (k: lib.hasInfix k cfg.environment.etc."nodeprep/config.yaml".text) [
+        "library: \"/run/opengl-driver/lib/libnvidia-ml.so.1\""
+        "vulkanLoader: \"/nix/store/"
+        "eglLib: \"/nix/store/"
+      ];
+    }
+    {
+      name = "recovery: retried on failure, bounded, pulls k3s in; the generator pulls nodeprep in";
+      ok =
+        sc.Restart == "on-failure"
+        && sc.RestartSec == "30s"
+        && unit.startLimitBurst == 6
+        && lib.elem "k3s.service" unit.wants
+        && lib.elem "nodeprep.service" cfg.systemd.services."nvidia-container-toolkit-cdi-generator".wants
+        && cfg.systemd.services."nvidia-container-toolkit-cdi-generator".serviceConfig.Restart == "on-failure";
     }
     # --- nodeprep health (services.nodeprep.health) ---
     {

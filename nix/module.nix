@@ -34,6 +34,19 @@ let
   k3s = config.services.k3s or { };
   k3sConfigPath = k3s.configPath or null;
 
+  # hardware.nvidia.datacenter.enable: nixpkgs then links none of the
+  # driver's libraries under /run/opengl-driver (see the assertion).
+  datacenter = config.hardware.nvidia.datacenter.enable or false;
+  hasSetting = path: lib.hasAttrByPath path cfg.settings;
+
+  # The glvnd dispatch set (libEGL.so.1, …) is in /run/opengl-driver/lib
+  # only when a libglvnd package is among hardware.graphics' packages; it
+  # usually is not, so nodeprep takes the set from the libglvnd option.
+  graphicsPackages = lib.filter (p: p != null) (
+    [ (config.hardware.graphics.package or null) ] ++ (config.hardware.graphics.extraPackages or [ ])
+  );
+  driverRootHasGlvnd = lib.any (p: lib.getName p == "libglvnd") graphicsPackages;
+
   # Everything lib.nix takes, from the options.
   opts = {
     inherit (cfg)
@@ -45,6 +58,9 @@ let
       ;
     metricsTextfileDir = if cfg.metrics.textfileDir == null then null else toString cfg.metrics.textfileDir;
     k3sConfigPath = if k3sConfigPath == null then null else toString k3sConfigPath;
+    # Read by nodeprep at boot (join.k3sEnvironmentFile); unknowable here.
+    k3sEnvironmentFile = if (k3s.environmentFile or null) == null then null else toString k3s.environmentFile;
+    glvndDir = if driverRootHasGlvnd then null else "${lib.getLib cfg.libglvnd}/lib";
     k3sExtraFlags = k3s.extraFlags or [ ];
     k3sNodeLabels = k3s.nodeLabel or [ ];
     k3sNodeTaints = k3s.nodeTaint or [ ];
@@ -190,7 +206,64 @@ in
   };
 
   config = lib.mkIf cfg.enable {
+    warnings = lib.optional (opts.k3sEnvironmentFile != null) ''
+      services.k3s.environmentFile (${opts.k3sEnvironmentFile}) cannot be read at build time:
+      nodeprep reads it at boot (join.k3sEnvironmentFile) for K3S_CONFIG_FILE and K3S_DATA_DIR.
+      If it sets K3S_CONFIG_FILE, set services.k3s.configPath to the same file too, or the
+      unit's ReadWritePaths (${nplib.k3sConfigOf opts}.d) will not cover the drop-in directory.'';
+
     assertions = [
+      {
+        assertion = k3s.enable or false;
+        message = ''
+          services.nodeprep needs services.k3s.enable = true: nodeprep.service is
+          RequiredBy=k3s.service and writes k3s's drop-in; without k3s the unit would
+          name a missing unit.'';
+      }
+      {
+        # This module adds to the generator's unit (recovery below), so the
+        # attribute alone proves nothing: nixpkgs' unit has an ExecStart.
+        assertion =
+          let
+            u = config.systemd.services."nvidia-container-toolkit-cdi-generator" or { };
+          in
+          (u.serviceConfig.ExecStart or null) != null || (u.script or "") != "";
+        message = ''
+          services.nodeprep needs ${generator}, which this nixpkgs does not define
+          (hardware.nvidia-container-toolkit.enable = true defines it in nixpkgs 24.11 and later):
+          nodeprep patches the spec it writes and is ordered after it.'';
+      }
+      {
+        # The working alternative: name a driver tree and NVML explicitly.
+        assertion = !datacenter || (hasSetting [ "cdi" "driverRoot" ] && hasSetting [ "nvml" "library" ]);
+        message = ''
+          hardware.nvidia.datacenter.enable = true: in datacenter mode nixpkgs links none
+          of the driver's libraries (libnvidia-ml, the Vulkan ICD, the EGL vendor file)
+          under /run/opengl-driver, where nodeprep and the CDI generator look. Either use
+          services.xserver.videoDrivers = [ "nvidia" ] with hardware.graphics.enable = true
+          (run nv-fabricmanager from a unit of your own), or set both
+          services.nodeprep.settings.cdi.driverRoot (a directory with the driver's
+          share/vulkan/icd.d, share/glvnd/egl_vendor.d and lib) and
+          services.nodeprep.settings.nvml.library (its libnvidia-ml.so.1).'';
+      }
+      {
+        assertion = nplib.entryProblems opts == [ ];
+        message = ''
+          services.nodeprep / services.k3s node labels or taints the kubelet would refuse
+          (k3s would not start at the next boot):
+            ${lib.concatStringsSep "\n  " (nplib.entryProblems opts)}'';
+      }
+      {
+        assertion = nplib.kubeletArgConflicts opts == [ ];
+        message = ''
+          services.k3s.extraFlags passes ${lib.concatStringsSep " " (nplib.kubeletArgConflicts opts)}.
+          k3s passes kubelet-args after its own flags: register-with-taints replaces the
+          --register-with-taints k3s builds from node-taint (the kubelet keeps the last one),
+          and a plain node-labels replaces its --node-labels, so the node would register
+          without nodeprep's taints or labels. Combine them: move those taints to
+          services.nodeprep.taints (node-taint+ in the drop-in) and write labels as
+          node-labels+=..., or set services.nodeprep.settings.join.allowOverride = true.'';
+      }
       {
         assertion = config.hardware.nvidia-container-toolkit.enable or false;
         message = ''
@@ -237,6 +310,23 @@ in
     # (ReadWritePaths= fails on a missing path); /run/cdi is the generator's.
     systemd.tmpfiles.rules = nplib.tmpfilesRules opts;
 
+    # Recovery, the generator's half: its boot run fails when the driver is
+    # not loaded yet. Retried (Restart=on-failure; mkDefault, nixpkgs' unit
+    # sets none), its pending retry keeps the start jobs of nodeprep and
+    # k3s waiting instead of failing them. And whenever it is started again
+    # (a retry, udev's restart once the device appears, by hand), Wants=
+    # pulls nodeprep in, which pulls k3s in: PartOf= alone restarts nodeprep
+    # only while it is active, never after a failed boot.
+    systemd.services."nvidia-container-toolkit-cdi-generator" = {
+      wants = [ "nodeprep.service" ];
+      startLimitIntervalSec = lib.mkDefault 600;
+      startLimitBurst = lib.mkDefault 10;
+      serviceConfig = {
+        Restart = lib.mkDefault "on-failure";
+        RestartSec = lib.mkDefault "10s";
+      };
+    };
+
     systemd.services.nodeprep = {
       description = "Prepare NVIDIA GPUs for k3s (CDI patch, Vulkan/EGL self-test, join config)";
       documentation = [ "https://github.com/nodeprep/nodeprep" ];
@@ -257,6 +347,22 @@ in
       before = [ "k3s.service" ];
       requiredBy = [ "k3s.service" ];
       wantedBy = [ "multi-user.target" ];
+
+      # Recovery without a person (docs/nixos-module.md, "Recovery"):
+      # - a failed run is retried (Restart=on-failure below). While a retry
+      #   is pending, systemd keeps this unit's start job open (the unit is
+      #   "activating (auto-restart)", not failed), so k3s's start job,
+      #   ordered after it, waits instead of failing; if a retry succeeds,
+      #   k3s starts. Only when the start limit is hit does the job fail,
+      #   and k3s's with it ("Dependency failed").
+      # - every start of this unit (a retry, a start pulled in by the
+      #   generator below, `systemctl start`) pulls k3s in with Wants=, so a
+      #   k3s whose start job already failed is started again once nodeprep
+      #   succeeds; After= keeps the order, Requires= (from requiredBy) the
+      #   "only if it succeeded".
+      wants = [ "k3s.service" ];
+      startLimitIntervalSec = 900;
+      startLimitBurst = 6;
 
       # A new config is a new run (on `nixos-rebuild switch`).
       restartTriggers = [ config.environment.etc."nodeprep/config.yaml".source ];
@@ -281,6 +387,17 @@ in
         # units have no start timeout by default.
         TimeoutStartSec = "5min";
         UMask = "0022";
+        # Retried 30 s after a failure (driver still loading, GPU still
+        # initialising), at most startLimitBurst starts in
+        # startLimitIntervalSec; exit 2 (usage) and 65 (malformed config or
+        # input) cannot get better by waiting and are not retried.
+        # Type=oneshot allows Restart=on-failure (not always/on-success).
+        Restart = "on-failure";
+        RestartSec = "30s";
+        RestartPreventExitStatus = [
+          2
+          65
+        ];
 
         # --- hardening -------------------------------------------------
         # Writes exactly: /run/cdi (spec), <k3s config>.d (drop-in),

@@ -115,6 +115,8 @@ let
           labels: []
           taints:
             - "nvidia.com/gpu=present:NoSchedule"
+        nvml:
+          library: "/run/opengl-driver/lib/libnvidia-ml.so.1"
         up:
           onSelftestFailure: "block"
       '';
@@ -138,12 +140,19 @@ let
         labels = [ "pool=render" ];
         onSelftestFailure = "taint";
         k3sConfigPath = "/etc/k3s/agent.yaml";
+        k3sEnvironmentFile = "/run/secrets/k3s.env";
+        inherit vulkanLoader eglLib;
+        glvndDir = "${store}-libglvnd-1.7.0/lib";
       };
       want = {
         cdi.deviceNames = [
           "uuid"
           "index"
         ];
+        cdi.glvndDirs = [ "${store}-libglvnd-1.7.0/lib" ];
+        nvml.library = "/run/opengl-driver/lib/libnvidia-ml.so.1";
+        selftest.vulkanLoader = vulkanLoader;
+        selftest.eglLib = eglLib;
         join = {
           gfdLabels = false;
           taints = [
@@ -153,6 +162,7 @@ let
           labels = [ "pool=render" ];
           defaultTaint = false;
           k3sConfig = "/etc/k3s/agent.yaml";
+          k3sEnvironmentFile = "/run/secrets/k3s.env";
         };
         selftest.timeout = "45s";
         up.onSelftestFailure = "taint";
@@ -184,6 +194,14 @@ let
         "up.onSelftestFailure"
         "up.metricsFile"
       ];
+    }
+    {
+      name = "conflicts: join.k3sEnvironmentFile is owned once services.k3s.environmentFile is set";
+      got = lib.conflicts {
+        k3sEnvironmentFile = "/run/secrets/k3s.env";
+        settings.join.k3sEnvironmentFile = "/etc/other.env";
+      };
+      want = [ "join.k3sEnvironmentFile" ];
     }
     {
       name = "conflicts: none for free settings";
@@ -340,13 +358,152 @@ let
       ];
     }
     {
-      name = "tmpfilesRules: every writable directory but the generator's /run/cdi";
+      name = "tmpfilesRules: every writable directory, the CDI one too";
       got = lib.tmpfilesRules { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; };
       want = [
+        "d /run/cdi 0755 root root -"
         "d /etc/rancher/k3s/config.yaml.d 0755 root root -"
         "d /run/nodeprep 0755 root root -"
         "d /var/lib/prometheus-node-exporter/textfile 0755 root root -"
       ];
+    }
+
+    {
+      name = "tmpfilesRules: a spec under /etc/cdi gets its directory (else 226/NAMESPACE)";
+      got = builtins.elem "d /etc/cdi 0755 root root -" (lib.tmpfilesRules { settings.cdi.spec = "/etc/cdi/nvidia.yaml"; });
+      want = true;
+    }
+    {
+      name = "readWritePaths: --config in services.k3s.extraFlags moves the drop-in directory";
+      got = builtins.elemAt (lib.readWritePaths {
+        k3sConfigPath = "/etc/k3s/ignored.yaml";
+        k3sExtraFlags = "--disable traefik --config /srv/k3s.yaml";
+      }) 1;
+      want = "/srv/k3s.yaml.d";
+    }
+    {
+      name = "k3sConfigOf: -c=, then configPath, then settings, then the default";
+      got = [
+        (lib.k3sConfigOf { k3sExtraFlags = [ "-c=/a.yaml" ]; })
+        (lib.k3sConfigOf { k3sConfigPath = "/b.yaml"; })
+        (lib.k3sConfigOf { settings.join.k3sConfig = "/c.yaml"; })
+        (lib.k3sConfigOf { })
+      ];
+      want = [
+        "/a.yaml"
+        "/b.yaml"
+        "/c.yaml"
+        "/etc/rancher/k3s/config.yaml"
+      ];
+    }
+  ];
+
+  k3sPathCases = [
+    {
+      name = "execArgs: --config, --data-dir/-d, --kubelet-arg and --container-runtime-endpoint are forwarded, the token is not";
+      got = lib.execArgs (
+        base
+        // {
+          k3sExtraFlags = "--token s3cret --config /srv/k3s.yaml -d /data/k3s --kubelet-arg=max-pods=250 --container-runtime-endpoint unix:///run/containerd/containerd.sock";
+        }
+      );
+      want = baseArgs ++ [
+        "--k3s-arg=--config=/srv/k3s.yaml"
+        "--k3s-arg=--data-dir=/data/k3s"
+        "--k3s-arg=--kubelet-arg=max-pods=250"
+        "--k3s-arg=--container-runtime-endpoint=unix:///run/containerd/containerd.sock"
+      ];
+    }
+    {
+      name = "kubeletArgConflicts: register-with-taints (plain or +=) and a plain node-labels";
+      got = lib.kubeletArgConflicts {
+        k3sExtraFlags = [
+          "--kubelet-arg=register-with-taints=node.cilium.io/agent-not-ready=true:NoExecute"
+          "--kubelet-arg register-with-taints+=a=b:NoSchedule"
+          "--kubelet-arg=register-with-taints-=c:NoSchedule"
+          "--kubelet-arg=node-labels=x=y"
+          "--kubelet-arg=node-labels+=z=w"
+          "--kubelet-arg=max-pods=250"
+        ];
+      };
+      want = [
+        "--kubelet-arg=register-with-taints=node.cilium.io/agent-not-ready=true:NoExecute"
+        "--kubelet-arg=register-with-taints+=a=b:NoSchedule"
+        "--kubelet-arg=node-labels=x=y"
+      ];
+    }
+    {
+      name = "kubeletArgConflicts: none without taints for register-with-taints, none with join.allowOverride";
+      got = [
+        (lib.kubeletArgConflicts {
+          taints = [ ];
+          k3sExtraFlags = "--kubelet-arg=register-with-taints=a:NoSchedule";
+        })
+        (lib.kubeletArgConflicts {
+          settings.join.allowOverride = true;
+          k3sExtraFlags = "--kubelet-arg=node-labels=x=y";
+        })
+      ];
+      want = [
+        [ ]
+        [ ]
+      ];
+    }
+  ];
+
+  entryCases = [
+    {
+      name = "entryProblems: good labels and taints pass";
+      got = lib.entryProblems {
+        labels = [
+          "pool=render"
+          "node.kubernetes.io/role=gpu"
+          "kubernetes.io/arch=amd64"
+          "example.com/empty="
+        ];
+        taints = [
+          "nvidia.com/gpu=present:NoSchedule"
+          "dedicated:NoExecute"
+          "node-role.kubernetes.io/control-plane:NoSchedule"
+          "k=:PreferNoSchedule"
+        ];
+      };
+      want = [ ];
+    }
+    {
+      name = "entryProblems: F11 (kubelet self-label rule, bad effect), bad keys and values";
+      got = map (p: builtins.head (builtins.match "([^:]*\"[^\"]*\"): .*" p)) (lib.entryProblems {
+        labels = [
+          "node-role.kubernetes.io/gpu=true"
+          "no-equals"
+          "a/b/c=1"
+          "Upper.Case/x=1"
+          "x=bad value"
+        ];
+        taints = [ "nvidia.com/gpu=present:NoScheduled" "nokey" "-x:NoSchedule" ];
+        k3sNodeLabels = [ "k8s.io/x=1" ];
+      });
+      want = [
+        "label \"node-role.kubernetes.io/gpu=true\""
+        "label \"no-equals\""
+        "label \"a/b/c=1\""
+        "label \"Upper.Case/x=1\""
+        "label \"x=bad value\""
+        "label \"k8s.io/x=1\""
+        "taint \"nvidia.com/gpu=present:NoScheduled\""
+        "taint \"nokey\""
+        "taint \"-x:NoSchedule\""
+      ];
+    }
+    {
+      name = "labelProblems: the message names the kubelet's rule";
+      got = builtins.length (builtins.filter (p: builtins.match ".*kubelet may not set labels.*" p != null) (lib.labelProblems "node-role.kubernetes.io/gpu=true"));
+      want = 1;
+    }
+    {
+      name = "taintProblems: a 64-character key name is too long";
+      got = builtins.length (lib.taintProblems "${builtins.concatStringsSep "" (builtins.genList (_: "a") 64)}:NoSchedule");
+      want = 1;
     }
   ];
 
@@ -386,4 +543,4 @@ let
     }
   ];
 in
-runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ healthCases)
+runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ k3sPathCases ++ entryCases ++ healthCases)

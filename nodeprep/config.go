@@ -68,6 +68,12 @@ type JoinConfig struct {
 	// K3sConfig is the host path of k3s's config.yaml; drop-ins are read
 	// from <K3sConfig>.d/.
 	K3sConfig string `yaml:"k3sConfig" json:"k3sConfig"`
+	// K3sDataDir is k3s's data-dir when no k3s file, argument or
+	// K3S_DATA_DIR sets one ("" = /var/lib/rancher/k3s).
+	K3sDataDir string `yaml:"k3sDataDir" json:"k3sDataDir"`
+	// K3sEnvironmentFile is the host path of the k3s service's
+	// EnvironmentFile, read for K3S_CONFIG_FILE and K3S_DATA_DIR ("" = none).
+	K3sEnvironmentFile string `yaml:"k3sEnvironmentFile" json:"k3sEnvironmentFile"`
 	// DropIn is the file name nodeprep writes in <K3sConfig>.d/.
 	DropIn string `yaml:"dropIn" json:"dropIn"`
 	// Labels are extra node labels, "key=value".
@@ -78,6 +84,9 @@ type JoinConfig struct {
 	DefaultTaint *bool `yaml:"defaultTaint" json:"defaultTaint"`
 	// GFDLabels adds GPU Feature Discovery's labels (nil: true).
 	GFDLabels *bool `yaml:"gfdLabels" json:"gfdLabels"`
+	// MIGStrategy is GFD's MIG strategy for the MIG labels: none (the
+	// default, as GFD's), single or mixed (see MIGLabels).
+	MIGStrategy string `yaml:"migStrategy" json:"migStrategy"`
 	// AllowOverride lets a later drop-in or k3s argument replace nodeprep's keys.
 	AllowOverride bool `yaml:"allowOverride" json:"allowOverride"`
 	// RequireUnregistered fails when the node has already registered.
@@ -232,6 +241,11 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("cdi.deviceNames: %w", err))
 	}
 	abs("join.k3sConfig", c.Join.K3sConfig, false)
+	abs("join.k3sDataDir", c.Join.K3sDataDir, true)
+	if err := CheckMIGStrategy(c.Join.MIGStrategy); err != nil {
+		errs = append(errs, fmt.Errorf("join.migStrategy: %w", err))
+	}
+	abs("join.k3sEnvironmentFile", c.Join.K3sEnvironmentFile, true)
 	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
 		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))
 	}

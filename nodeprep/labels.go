@@ -158,13 +158,17 @@ type NodeLabelOptions struct {
 	// VulkanAdapters, when not nil, is the number of Vulkan adapters the
 	// self-test matched to GPUs (nodeprep.dev/vulkan-adapters).
 	VulkanAdapters *int
+	// MIGStrategy is GFD's MIG strategy for the MIG labels (MIGLabels),
+	// used only with GFD: MIGStrategyNone (or "") writes none.
+	MIGStrategy string
 	// Extra are the user's labels; they replace generated labels with the
 	// same key.
 	Extra []k3s.Label
 }
 
 // NodeLabels returns the labels nodeprep's drop-in carries for inv, sorted
-// by key: GFD's (when opts.GFD), nodeprep's own under nodeprep.dev/
+// by key: GFD's (when opts.GFD: GFDLabels with MIGLabels for
+// opts.MIGStrategy laid over them), nodeprep's own under nodeprep.dev/
 // (selftest, vulkan-adapters, and simulated=true for a simulated
 // inventory), then opts.Extra, which win over generated labels of the same
 // key. Errors are GFDLabels' and an invalid Selftest value (marked
@@ -178,6 +182,13 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 		}
 		for _, l := range gfd {
 			m[l.Key] = l.Value
+		}
+		mig, err := MIGLabels(inv, opts.MIGStrategy)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range mig {
+			m[k] = v // GFD merges the MIG labeler after the full-GPU one
 		}
 	}
 	switch opts.Selftest {

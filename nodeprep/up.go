@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -77,6 +78,7 @@ type UpOptions struct {
 	// under PolicyTaint).
 	Join        k3s.Options
 	GFDLabels   bool        // add GFD's nvidia.com/ labels
+	MIGStrategy string      // GFD's MIG strategy for the MIG labels (MIGStrategyNone, …)
 	ExtraLabels []k3s.Label // the user's labels; they win over generated ones
 	// OnSelftestFailure is PolicyBlock (default) or PolicyTaint.
 	OnSelftestFailure string
@@ -461,7 +463,7 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 			}
 		}
 	}
-	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
+	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
 	if err != nil {
 		return err
 	}
@@ -488,6 +490,12 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 	}
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
+	}
+	for _, f := range ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot) {
+		if f.Code != containerd.CodeNotWritten {
+			st.Status = StatusWarning
+		}
+		st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
 	}
 	st.Summary = fmt.Sprintf("%s: %s, %s", res.DropInPath, count(len(res.Labels), "label"), count(len(res.Taints), "taint"))
 	return nil

@@ -410,6 +410,12 @@ func (r *reader) readMIG(dev nvml.Device) {
 		if a, ret := mig.GetAttributes(); r.ok(what+" attributes", ret) {
 			d.MemoryMiB = a.MemorySizeMB
 			d.Profile = MIGProfile(a.GpuInstanceSliceCount, a.ComputeInstanceSliceCount, a.MemorySizeMB, g.MemoryMiB)
+			d.Attributes = &MIGAttributes{
+				GISlices: a.GpuInstanceSliceCount, CISlices: a.ComputeInstanceSliceCount,
+				Multiprocessors: a.MultiprocessorCount, CopyEngines: a.SharedCopyEngineCount,
+				Decoders: a.SharedDecoderCount, Encoders: a.SharedEncoderCount,
+				JPEGs: a.SharedJpegCount, OFAs: a.SharedOfaCount,
+			}
 		}
 		if r.lost {
 			return

@@ -348,7 +348,7 @@ func TestBuildMIGDevices(t *testing.T) {
 		0: {
 			GetUUIDFunc: func() (string, nvml.Return) { return "MIG-11111111-2222-3333-4444-555555555555", nvml.SUCCESS },
 			GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
-				return nvml.DeviceAttributes{GpuInstanceSliceCount: 3, ComputeInstanceSliceCount: 3, MemorySizeMB: 19968}, nvml.SUCCESS
+				return nvml.DeviceAttributes{GpuInstanceSliceCount: 3, ComputeInstanceSliceCount: 3, MemorySizeMB: 19968, MultiprocessorCount: 42, SharedCopyEngineCount: 3, SharedDecoderCount: 2, SharedJpegCount: 0, SharedOfaCount: 0}, nvml.SUCCESS
 			},
 		},
 		4: {
@@ -369,8 +369,10 @@ func TestBuildMIGDevices(t *testing.T) {
 		t.Fatalf("Build: %v", err)
 	}
 	want := &MIG{Current: true, Pending: true, Devices: []MIGDevice{
-		{Index: 0, UUID: "MIG-11111111-2222-3333-4444-555555555555", Profile: "3g.20gb", MemoryMiB: 19968},
-		{Index: 4, UUID: "MIG-66666666-7777-8888-9999-000000000000", Profile: "1g.5gb", MemoryMiB: 4864},
+		{Index: 0, UUID: "MIG-11111111-2222-3333-4444-555555555555", Profile: "3g.20gb", MemoryMiB: 19968,
+			Attributes: &MIGAttributes{GISlices: 3, CISlices: 3, Multiprocessors: 42, CopyEngines: 3, Decoders: 2}},
+		{Index: 4, UUID: "MIG-66666666-7777-8888-9999-000000000000", Profile: "1g.5gb", MemoryMiB: 4864,
+			Attributes: &MIGAttributes{GISlices: 1, CISlices: 1}},
 	}}
 	if got := inv.GPUs[6].MIG; !reflect.DeepEqual(got, want) {
 		t.Errorf("MIG = %+v, want %+v", got, want)

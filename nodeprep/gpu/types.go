@@ -78,6 +78,24 @@ type MIGDevice struct {
 	Profile string `json:"profile" yaml:"profile"`
 	// MemoryMiB is the device's memory in MiB.
 	MemoryMiB uint64 `json:"memoryMiB" yaml:"memoryMiB"`
+	// Attributes are NVML's device attributes of the MIG device (nil when
+	// NVML could not read them).
+	Attributes *MIGAttributes `json:"attributes,omitempty" yaml:"attributes,omitempty"`
+}
+
+// MIGAttributes are the NVML attributes of a MIG device
+// (nvmlDeviceGetAttributes), the ones GPU Feature Discovery turns into
+// labels: slice counts of its GPU and compute instances, its
+// multiprocessors and its shared engines.
+type MIGAttributes struct {
+	GISlices        uint32 `json:"giSlices" yaml:"giSlices"`               // GpuInstanceSliceCount
+	CISlices        uint32 `json:"ciSlices" yaml:"ciSlices"`               // ComputeInstanceSliceCount
+	Multiprocessors uint32 `json:"multiprocessors" yaml:"multiprocessors"` // MultiprocessorCount
+	CopyEngines     uint32 `json:"copyEngines" yaml:"copyEngines"`         // SharedCopyEngineCount
+	Decoders        uint32 `json:"decoders" yaml:"decoders"`               // SharedDecoderCount
+	Encoders        uint32 `json:"encoders" yaml:"encoders"`               // SharedEncoderCount
+	JPEGs           uint32 `json:"jpegs" yaml:"jpegs"`                     // SharedJpegCount
+	OFAs            uint32 `json:"ofas" yaml:"ofas"`                       // SharedOfaCount
 }
 
 // ECC is a GPU's ECC state.

@@ -37,9 +37,15 @@ const dropInHeader = `# Written by nodeprep (nodeprep join). Do not edit: nodepr
 // Options are the inputs of Plan. The zero value of a field means its
 // default.
 type Options struct {
-	// ConfigPath is the host path of k3s's config.yaml (default
-	// DefaultConfigPath); drop-ins are read from DropInDir(ConfigPath).
+	// ConfigPath is the host path of k3s's config.yaml when nothing in
+	// Env or K3sArgs names one (default DefaultConfigPath); see Locate.
+	// Drop-ins are read from and written to DropInDir of the located file.
 	ConfigPath string
+	// Env is the k3s service's environment (process variables and its
+	// EnvironmentFile, see LoadEnvironment); EnvConfigFile and EnvDataDir
+	// move k3s's paths. Passed in as data: this package reads no
+	// environment.
+	Env map[string]string
 	// DropIn is the file name nodeprep writes in the drop-in directory
 	// (default DefaultDropIn). It must be a plain name ending in .yaml or
 	// .yml, or k3s would not read it.
@@ -58,15 +64,22 @@ type Options struct {
 	// RequireUnregistered turns "the node has already registered" from a
 	// warning into an error.
 	RequireUnregistered bool
-	// DataDir is k3s's state directory (default DefaultDataDir); agent state
-	// under <DataDir>/agent means the node has registered.
+	// DataDir is k3s's state directory when no k3s file, argument or Env
+	// sets one (default DefaultDataDir); agent state under <data-dir>/agent
+	// means the node has registered.
 	DataDir string
 }
 
 // Result is what Plan found and what Apply did.
 type Result struct {
-	// ConfigPath is the k3s config file the drop-in belongs to.
-	ConfigPath string `json:"configPath" yaml:"configPath"`
+	// ConfigPath is the k3s config file the drop-in belongs to, and
+	// ConfigSource what chose it (Location.Source).
+	ConfigPath   string `json:"configPath" yaml:"configPath"`
+	ConfigSource string `json:"configSource" yaml:"configSource"` // see ConfigPath
+	// DataDir is k3s's effective data-dir and DataDirSource what set it (a
+	// file's path, ArgsSource, EnvDataDir, SourceOption or SourceDefault).
+	DataDir       string `json:"dataDir" yaml:"dataDir"`
+	DataDirSource string `json:"dataDirSource" yaml:"dataDirSource"` // see DataDir
 	// DropInPath is the host path of nodeprep's drop-in.
 	DropInPath string `json:"dropInPath" yaml:"dropInPath"`
 	// Content is the drop-in's bytes.
@@ -121,9 +134,12 @@ func Render(labels []Label, taints []Taint) []byte {
 	return buf.Bytes()
 }
 
-// Plan validates opts, reads the k3s config files under root, merges them
-// with the new drop-in in place and the k3s arguments, and reports what the
-// drop-in would be and what k3s would end up with. It writes nothing.
+// Plan validates opts, locates k3s's config file as k3s does (Locate:
+// K3S_CONFIG_FILE in opts.Env, --config in opts.K3sArgs, opts.ConfigPath),
+// reads it and its drop-ins under root, merges them with the new drop-in in
+// place and the k3s arguments, resolves the effective data-dir (where the
+// registration check looks), and reports what the drop-in would be and
+// what k3s would end up with. It writes nothing.
 //
 // Errors, each naming the file or value:
 //   - fault.ErrMalformed: an invalid label or taint (ours, or one in the
@@ -131,8 +147,12 @@ func Render(labels []Label, taints []Taint) []byte {
 //     key or taint key:effect among ours, malformed YAML in a k3s file, a
 //     misspelt node-label/node-taint key ("node-labels", "node_taint"...),
 //     whose entries k3s would silently drop, or a bad drop-in name;
+//   - fault.ErrMalformed also: a config file or data-dir path that is not
+//     absolute;
 //   - fault.ErrCheckFailed: a later drop-in or a k3s argument replaces or
-//     overrides nodeprep's entries (unless AllowOverride), or the node has
+//     overrides nodeprep's entries, or a kubelet-arg sets the kubelet's
+//     register-with-taints (or a plain node-labels) and so drops k3s's own
+//     (kubeletArgConflicts) — unless AllowOverride; or the node has
 //     registered and RequireUnregistered is set;
 //   - fault.ErrUnavailable: a k3s file cannot be read.
 //
@@ -148,16 +168,24 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	loc := opts.Locate()
+	if err := checkAbs("config file", loc.ConfigPath, loc.Source); err != nil {
+		return nil, err
+	}
 	r := &Result{
-		ConfigPath: opts.ConfigPath,
-		DropInPath: opts.DropInPath(),
-		Labels:     labels,
-		Taints:     taints,
+		ConfigPath:   loc.ConfigPath,
+		ConfigSource: loc.Source,
+		DropInPath:   opts.DropInPath(),
+		Labels:       labels,
+		Taints:       taints,
+	}
+	if opts.ConfigPath != "" && opts.ConfigPath != DefaultConfigPath && loc.Source != SourceOption && opts.ConfigPath != loc.ConfigPath {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("nodeprep's k3s config setting is %s, but k3s reads %s (from %s): nodeprep reads and writes where k3s reads", opts.ConfigPath, loc.ConfigPath, loc.Source))
 	}
 	content := Render(labels, taints)
 	r.Content = string(content)
 
-	files, err := ReadFiles(root, opts.ConfigPath)
+	files, err := ReadFiles(root, loc.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
@@ -189,8 +217,13 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		return nil, err
 	}
 	conflicts := conflicts(eff, r.DropInPath, labels, taints, &r.Warnings)
+	conflicts = append(conflicts, kubeletArgConflicts(eff, labels, taints, &r.Warnings)...)
 
-	r.RegistrationEvidence = registrationEvidence(root, opts.DataDir)
+	r.DataDir, r.DataDirSource = opts.dataDir(eff)
+	if err := checkAbs("data-dir", r.DataDir, r.DataDirSource); err != nil {
+		return nil, err
+	}
+	r.RegistrationEvidence = registrationEvidence(root, r.DataDir)
 	r.Registered = r.RegistrationEvidence != ""
 	var errs []error
 	if len(conflicts) > 0 {
@@ -203,7 +236,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		}
 	}
 	if r.Registered {
-		msg := fmt.Sprintf("the node has already registered (%s exists): k3s passes node-taint to the kubelet as --register-with-taints, which acts only when the Node object is created, so new taints will not reach it. Apply them with 'kubectl taint nodes <node> <taint>', or re-register: stop k3s, 'kubectl delete node <node>', remove %s, start k3s", r.RegistrationEvidence, path.Join(opts.DataDir, "agent"))
+		msg := fmt.Sprintf("the node has already registered (%s exists): k3s passes node-taint to the kubelet as --register-with-taints, which acts only when the Node object is created, so new taints will not reach it. Apply them with 'kubectl taint nodes <node> <taint>', or re-register: stop k3s, 'kubectl delete node <node>', remove %s, start k3s", r.RegistrationEvidence, path.Join(r.DataDir, "agent"))
 		if opts.RequireUnregistered {
 			errs = append(errs, errors.New(msg))
 		} else {
@@ -232,21 +265,16 @@ func Apply(root *hostfs.Root, r *Result) error {
 }
 
 // DropInPath is the host path of nodeprep's drop-in for these options:
-// <ConfigPath>.d/<DropIn>, with the defaults for empty fields.
+// <config file>.d/<DropIn>, the config file as Locate finds it (where k3s
+// reads), with the defaults for empty fields.
 func (o Options) DropInPath() string {
 	o = o.withDefaults()
-	return path.Join(DropInDir(o.ConfigPath), o.DropIn)
+	return path.Join(DropInDir(o.Locate().ConfigPath), o.DropIn)
 }
 
 func (o Options) withDefaults() Options {
-	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
-	}
 	if o.DropIn == "" {
 		o.DropIn = DefaultDropIn
-	}
-	if o.DataDir == "" {
-		o.DataDir = DefaultDataDir
 	}
 	return o
 }

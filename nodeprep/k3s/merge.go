@@ -22,8 +22,25 @@ const DefaultConfigPath = "/etc/rancher/k3s/config.yaml"
 // The config keys (and command-line flags, without "--") whose lists nodeprep
 // computes and writes.
 const (
-	KeyNodeLabel = "node-label" // k3s's node-label key (kubelet --node-labels)
-	KeyNodeTaint = "node-taint" // k3s's node-taint key (kubelet --register-with-taints)
+	KeyNodeLabel  = "node-label"  // k3s's node-label key (kubelet --node-labels)
+	KeyNodeTaint  = "node-taint"  // k3s's node-taint key (kubelet --register-with-taints)
+	KeyKubeletArg = "kubelet-arg" // k3s's kubelet-arg key: extra kubelet flags, applied after k3s's own
+	KeyDataDir    = "data-dir"    // k3s's data-dir key (short -d): the agent's state is under <data-dir>/agent
+	KeyConfig     = "config"      // k3s's --config flag (short -c): the config file
+	// KeyContainerRuntimeEndpoint names an external CRI socket; k3s then
+	// runs no containerd of its own.
+	KeyContainerRuntimeEndpoint = "container-runtime-endpoint"
+)
+
+// listKeys are the repeatable keys Merge computes; scalarKeys the
+// single-valued ones (the last value wins, k3s's command line last).
+var (
+	listKeys   = map[string]bool{KeyNodeLabel: true, KeyNodeTaint: true, KeyKubeletArg: true}
+	scalarKeys = map[string]bool{KeyDataDir: true, KeyContainerRuntimeEndpoint: true}
+	// shortFlags are k3s's one-letter aliases (k3s pkg/cli/cmds: "data-dir,d",
+	// "config,c"); a config file key of one letter becomes "-k" (k3s
+	// configfilearg readConfigFile).
+	shortFlags = map[string]string{"d": KeyDataDir, "c": KeyConfig}
 )
 
 // ArgsSource is the Source of entries and changes that come from k3s
@@ -140,6 +157,13 @@ type Effective struct {
 	// (--node-labels, --register-with-taints), in order.
 	NodeLabels []Entry `json:"nodeLabels" yaml:"nodeLabels"`
 	NodeTaints []Entry `json:"nodeTaints" yaml:"nodeTaints"` // see NodeLabels
+	// KubeletArgs are the extra kubelet flags (kubelet-arg), in order, as
+	// written ("register-with-taints=a:NoSchedule", "--v=2").
+	KubeletArgs []Entry `json:"kubeletArgs,omitempty" yaml:"kubeletArgs,omitempty"`
+	// DataDir and ContainerRuntimeEndpoint are the last data-dir and
+	// container-runtime-endpoint set by a file or an argument (nil: not set).
+	DataDir                  *Entry `json:"dataDir,omitempty" yaml:"dataDir,omitempty"`
+	ContainerRuntimeEndpoint *Entry `json:"containerRuntimeEndpoint,omitempty" yaml:"containerRuntimeEndpoint,omitempty"` // see DataDir
 	// Changes are the writes to node-label and node-taint, in the order
 	// k3s applies them.
 	Changes []Change `json:"changes,omitempty" yaml:"changes,omitempty"`
@@ -158,12 +182,17 @@ type Effective struct {
 //     list; with no value so far it just sets it);
 //   - so a plain key in a later file wipes what earlier "key+" appended.
 //
-// Command-line arguments apply last. For repeatable flags such as
-// --node-label the k3s docs say "the CLI arguments will overwrite all values
-// in the list", so any --node-label (--node-taint) in args replaces the whole
-// node-label (node-taint) list from the files. Recognised forms:
-// "--node-label=v", "--node-label v" and the single-dash forms Go's flag
-// package (under urfave/cli) also accepts; other arguments are ignored.
+// The same rules give kubelet-arg (a list) and the scalars data-dir (alias
+// d) and container-runtime-endpoint, whose last value wins.
+//
+// Command-line arguments apply last (k3s inserts the files' values before
+// the command line's, so a scalar flag on the command line wins). For
+// repeatable flags such as --node-label the k3s docs say "the CLI arguments
+// will overwrite all values in the list", so any --node-label
+// (--node-taint, --kubelet-arg) in args replaces the whole list from the
+// files. Recognised forms: "--node-label=v", "--node-label v" and the
+// single-dash forms Go's flag package (under urfave/cli) also accepts, "-d"
+// for --data-dir; other arguments are ignored.
 // Each argument is first split at white space, so a whole command line in
 // one string (NixOS services.k3s.extraFlags is often one) works too; no
 // label or taint contains white space.
@@ -189,7 +218,10 @@ func Merge(files []File, args []string) (*Effective, error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != KeyNodeLabel && name != KeyNodeTaint) {
+		if long, ok := shortFlags[name]; ok && !strings.HasPrefix(a, "--") {
+			name = long
+		}
+		if !strings.HasPrefix(a, "-") || !(listKeys[name] || scalarKeys[name]) {
 			continue
 		}
 		if !hasValue {
@@ -198,6 +230,10 @@ func Merge(files []File, args []string) (*Effective, error) {
 			}
 			i++
 			value = args[i]
+		}
+		if scalarKeys[name] {
+			eff.setScalar(name, Entry{Value: value, Source: ArgsSource})
+			continue
 		}
 		if _, ok := argValues[name]; !ok {
 			argOrder = append(argOrder, name)
@@ -242,8 +278,20 @@ func (e *Effective) mergeFile(f File) error {
 			return fault.Malformed(fmt.Errorf("reading k3s config %q: line %d: a key must be a string", f.Path, k.Line))
 		}
 		name, appendKey := strings.CutSuffix(k.Value, "+")
+		if long, ok := shortFlags[name]; ok {
+			name = long
+		}
 		e.Keys = append(e.Keys, KeyRef{Source: f.Path, Key: name})
-		if name != KeyNodeLabel && name != KeyNodeTaint {
+		if scalarKeys[name] {
+			values, err := stringList(v)
+			if err != nil || len(values) == 0 {
+				continue // k3s turns it into a flag the CLI parser judges; not ours to guess
+			}
+			// "key+" on a scalar gives k3s one flag per value; the last wins.
+			e.setScalar(name, Entry{Value: values[len(values)-1], Source: f.Path})
+			continue
+		}
+		if !listKeys[name] {
 			continue
 		}
 		values, err := stringList(v)
@@ -282,11 +330,25 @@ func stringList(v *yaml.Node) ([]string, error) {
 	return nil, fmt.Errorf("want a string or a list of strings")
 }
 
+func (e *Effective) setScalar(key string, v Entry) {
+	switch key {
+	case KeyDataDir:
+		e.DataDir = &v
+	case KeyContainerRuntimeEndpoint:
+		e.ContainerRuntimeEndpoint = &v
+	}
+}
+
 func (e *Effective) apply(c Change) {
-	e.Changes = append(e.Changes, c)
 	list := &e.NodeLabels
-	if c.Key == KeyNodeTaint {
+	switch c.Key {
+	case KeyNodeTaint:
 		list = &e.NodeTaints
+	case KeyKubeletArg:
+		list = &e.KubeletArgs
+	}
+	if c.Key != KeyKubeletArg {
+		e.Changes = append(e.Changes, c)
 	}
 	if !c.Append {
 		*list = nil

@@ -194,8 +194,11 @@ the container, host paths that do not exist, a cdiVersion lower than the
 fields need, devices with no container edits, duplicate container paths, and
 every device name the consumer will ask for that the spec lacks (from the
 NVML inventory; --simulate uses a simulated server), device findings in GPU
-index order. It writes nothing. Each error about a missing mount or the
-cdiVersion is one change 'cdi patch' makes.`,
+index order. When k3s is installed it also checks the containerd config k3s
+renders: CDI enabled, the spec's directory in cdi_spec_dirs, nvidia runtime
+handlers pointing at the NVIDIA container runtime (docs/k3s.md). It writes
+nothing. Each error about a missing mount or the cdiVersion is one change
+'cdi patch' makes.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(g, cmd)
@@ -230,6 +233,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		return err
 	}
 	opts.Expect = expect
+	extra = append(extra, runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot)...)
 	res, err := cdi.CheckFile(g.host, opts)
 	if err != nil {
 		return err

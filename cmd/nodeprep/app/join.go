@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"text/tabwriter"
 	"time"
 
@@ -21,12 +20,15 @@ import (
 // joinFlags are the drop-in flags `join` and `up` share.
 type joinFlags struct {
 	k3sConfig           string
+	k3sDataDir          string
+	k3sEnvFile          string
 	dropIn              string
 	labels              []string
 	taints              []string
 	k3sArgs             []string
 	noDefaultTaint      bool
 	gfdLabels           bool
+	migStrategy         string
 	allowOverride       bool
 	requireUnregistered bool
 }
@@ -41,12 +43,15 @@ type joinOptions struct {
 
 func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.k3sConfig, "k3s-config", "", "host path of k3s's config.yaml; drop-ins are read from <path>.d (default "+k3s.DefaultConfigPath+")")
+	f.StringVar(&o.k3sDataDir, "k3s-data-dir", "", "k3s's data-dir when no k3s file, --k3s-arg or $K3S_DATA_DIR sets one (default "+k3s.DefaultDataDir+")")
+	f.StringVar(&o.k3sEnvFile, "k3s-env-file", "", "host path of the k3s service's EnvironmentFile (its K3S_CONFIG_FILE and K3S_DATA_DIR count)")
 	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
 	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
 	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
 	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
 	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
 	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
+	f.StringVar(&o.migStrategy, "mig-strategy", "", "GPU Feature Discovery's MIG strategy for the MIG labels: none (default, as GFD's), single or mixed")
 	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
 	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
 }
@@ -56,20 +61,25 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 type joinSettings struct {
 	opts  k3s.Options
 	gfd   bool
+	mig   string // GFD's MIG strategy
 	extra []k3s.Label
 }
 
-// resolve applies flags over the config file. The k3s config file is
-// --k3s-config, else $K3S_CONFIG_FILE (what k3s itself reads; k3s lets it
-// win over --config), else join.k3sConfig.
+// resolve applies flags over the config file. k3s's environment is this
+// process's $K3S_CONFIG_FILE and $K3S_DATA_DIR with the k3s service's
+// EnvironmentFile (--k3s-env-file) over them; k3s.Options.Locate then picks
+// the config file as k3s does.
 func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error) {
 	cfg := g.cfg.Join
-	configPath := cfg.K3sConfig
-	if env := os.Getenv("K3S_CONFIG_FILE"); env != "" {
-		if !path.IsAbs(env) {
-			return joinSettings{}, fault.Usage(fmt.Errorf("K3S_CONFIG_FILE %q: want an absolute host path", env))
+	base := map[string]string{}
+	for _, k := range []string{k3s.EnvConfigFile, k3s.EnvDataDir} {
+		if v := os.Getenv(k); v != "" {
+			base[k] = v
 		}
-		configPath = env
+	}
+	env, err := k3s.LoadEnvironment(g.host, flagOr(fs, "k3s-env-file", o.k3sEnvFile, cfg.K3sEnvironmentFile), base)
+	if err != nil {
+		return joinSettings{}, err
 	}
 	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
 	if err != nil {
@@ -86,7 +96,9 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
 	return joinSettings{
 		opts: k3s.Options{
-			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, configPath),
+			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, cfg.K3sConfig),
+			DataDir:             flagOr(fs, "k3s-data-dir", o.k3sDataDir, cfg.K3sDataDir),
+			Env:                 env,
 			DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
 			Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
 			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
@@ -94,6 +106,7 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
 		},
 		gfd:   flagOr(fs, "gfd-labels", o.gfdLabels, gfd),
+		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),
 		extra: userLabels,
 	}, nil
 }
@@ -110,8 +123,23 @@ config.yaml, the drop-ins and the k3s arguments as k3s does, reports the
 effective lists, and fails when a later file or argument would undo what it
 adds. Taints reach the Node object only when it is first registered.
 
-The k3s config file is --k3s-config, else $K3S_CONFIG_FILE, else join.k3sConfig
-from the config file, else /etc/rancher/k3s/config.yaml.`,
+It reads k3s's configuration from every place k3s does: the config file is
+$K3S_CONFIG_FILE (this process's, or the k3s service's --k3s-env-file), else
+--config in the k3s arguments (--k3s-arg), else --k3s-config / join.k3sConfig,
+else /etc/rancher/k3s/config.yaml; the drop-in goes to <that file>.d/. The
+data dir, where "already registered" is looked for, is --data-dir in the k3s
+arguments, else data-dir in the files, else $K3S_DATA_DIR, else --k3s-data-dir,
+else /var/lib/rancher/k3s. A kubelet-arg that sets register-with-taints or
+node-labels takes the taints or labels away from k3s's node-taint/node-label:
+a conflict (exit 1; a warning with --allow-override).
+
+With MIG on, GFD's MIG labels follow --mig-strategy (join.migStrategy) as GFD's
+--mig-strategy does: none (default) writes none, single describes the MIG
+devices under nvidia.com/gpu.*, mixed writes nvidia.com/mig-<profile>.*; both
+add nvidia.com/mig.strategy. GFD labels nodeprep does not write: gpu.replicas
+of whole GPUs, gpu.sharing-strategy, mps.capable, gpu.mode, gpu.machine, the
+deprecated cuda.driver.* and cuda.runtime.*, gpu.clique, the IMEX and vGPU
+labels and gfd.timestamp.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -144,7 +172,10 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		report.Simulated = inv.Simulated
 	}
-	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, Extra: js.extra})
+	if err := nodeprep.CheckMIGStrategy(js.mig); err != nil {
+		return fault.Usage(err)
+	}
+	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, MIGStrategy: js.mig, Extra: js.extra})
 	if err != nil {
 		return err
 	}
@@ -169,6 +200,9 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 	for _, w := range res.Warnings {
 		g.log.Warn(w)
 	}
+	for _, f := range nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot) {
+		g.log.Warn(f.Message, "code", f.Code)
+	}
 	if !o.dryRun {
 		if err := k3s.Apply(g.host, res); err != nil {
 			return err
@@ -190,6 +224,7 @@ func printJoin(w io.Writer, r *k3s.Result) error {
 		verb = "unchanged"
 	}
 	fmt.Fprintf(w, "%s %s (%s, %s)\n", verb, r.DropInPath, count(len(r.Labels), "label"), count(len(r.Taints), "taint"))
+	fmt.Fprintf(w, "k3s config: %s (%s); data dir: %s (%s)\n", r.ConfigPath, r.ConfigSource, r.DataDir, r.DataDirSource)
 	if r.Registered {
 		fmt.Fprintf(w, "registered: yes (%s): new taints will not reach the Node object\n", r.RegistrationEvidence)
 	}

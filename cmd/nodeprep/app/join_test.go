@@ -217,11 +217,14 @@ func TestJoinK3sConfigEnv(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "/etc/custom/k3s.yaml.d/50-nodeprep.yaml")); err != nil {
 		t.Errorf("K3S_CONFIG_FILE not used: %v", err)
 	}
-	if _, errOut, code := joinRun(t, root, "--gfd-labels=false", "--k3s-config", "/etc/flag.yaml"); code != 0 {
+	// k3s lets K3S_CONFIG_FILE win over everything: nodeprep's own setting
+	// gives way, with a warning.
+	_, errOut, code := joinRun(t, root, "--gfd-labels=false", "--k3s-config", "/etc/flag.yaml")
+	if code != 0 || !strings.Contains(errOut, "but k3s reads /etc/custom/k3s.yaml (from K3S_CONFIG_FILE)") {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
 	}
-	if _, err := os.Stat(filepath.Join(root, "/etc/flag.yaml.d/50-nodeprep.yaml")); err != nil {
-		t.Errorf("--k3s-config does not override K3S_CONFIG_FILE: %v", err)
+	if _, err := os.Stat(filepath.Join(root, "/etc/flag.yaml.d")); err == nil {
+		t.Errorf("--k3s-config wrote where k3s does not read (K3S_CONFIG_FILE wins)")
 	}
 }
 

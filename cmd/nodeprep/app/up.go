@@ -98,6 +98,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		Container:         ctr,
 		Join:              js.opts,
 		GFDLabels:         js.gfd,
+		MIGStrategy:       js.mig,
 		ExtraLabels:       js.extra,
 		OnSelftestFailure: policy,
 		StatusFile:        flagOr(fs, "status-file", o.statusFile, cfg.Up.StatusFile),

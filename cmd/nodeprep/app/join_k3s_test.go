@@ -1,0 +1,159 @@
+package app
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJoinEffectiveK3s runs join over the host trees where k3s reads its
+// configuration from somewhere other than the defaults (testdata/hosts/k3s-*,
+// each README says what the tree is and what join must do).
+func TestJoinEffectiveK3s(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, scenario string
+		args           []string
+		want           int
+		stderr         []string // substrings of stderr
+		dropIn         string   // host path that must exist afterwards ("" = none written)
+		absent         []string // host paths that must not exist afterwards
+	}{
+		{name: "kubelet-arg-taint", scenario: "k3s-kubelet-taint", args: []string{"--gfd-labels=false"}, want: ExitCheckFailed,
+			stderr: []string{"register-with-taints=node.cilium.io/agent-not-ready=true:NoExecute", "node-taint+", "without nodeprep's taints"},
+			absent: []string{joinDropIn}},
+		{name: "kubelet-arg-taint-allowed", scenario: "k3s-kubelet-taint", args: []string{"--gfd-labels=false", "--allow-override"}, want: 0,
+			stderr: []string{"allowed by --allow-override"}, dropIn: joinDropIn},
+		{name: "kubelet-arg-taint-append", scenario: "k3s-kubelet-taint", args: []string{"--gfd-labels=false", "--k3s-arg", "--kubelet-arg=register-with-taints+=a=b:NoSchedule"}, want: ExitCheckFailed,
+			stderr: []string{"kubelet keeps only the last"}},
+		{name: "kubelet-arg-taint-no-taint", scenario: "k3s-kubelet-taint", args: []string{"--gfd-labels=false", "--no-default-taint", "--label", "a=b"}, want: 0, dropIn: joinDropIn},
+		{name: "kubelet-arg-labels", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--label", "a=b", "--k3s-arg=--config=/srv/k3s.yaml", "--k3s-arg=--kubelet-arg=node-labels=x=y"}, want: ExitCheckFailed,
+			stderr: []string{"replaces the --node-labels", "node-labels+=x=y"}},
+		{name: "kubelet-arg-labels-append", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--label", "a=b", "--k3s-arg=--config=/srv/k3s.yaml", "--k3s-arg=--kubelet-arg=node-labels+=x=y"}, want: 0, dropIn: "/srv/k3s.yaml.d/50-nodeprep.yaml"},
+		{name: "data-dir-registered", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--require-unregistered"}, want: ExitCheckFailed,
+			stderr: []string{"/data/k3s/agent/client-kubelet.crt"}, absent: []string{joinDropIn}},
+		{name: "data-dir-warns", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false"}, want: 0, stderr: []string{"already registered"}, dropIn: joinDropIn},
+		{name: "data-dir-flag-wins", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--require-unregistered", "--k3s-arg", "-d /var/lib/elsewhere"}, want: 0, dropIn: joinDropIn},
+		{name: "config-flag", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--k3s-arg=--config=/srv/k3s.yaml"}, want: 0,
+			dropIn: "/srv/k3s.yaml.d/50-nodeprep.yaml", absent: []string{"/etc/rancher/k3s"}},
+		{name: "config-flag-spaced", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--k3s-arg", "--config /srv/k3s.yaml"}, want: 0,
+			dropIn: "/srv/k3s.yaml.d/50-nodeprep.yaml", absent: []string{"/etc/rancher/k3s"}},
+		{name: "config-relative", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--k3s-arg=-c=k3s.yaml"}, want: ExitMalformed, stderr: []string{"want an absolute path"}},
+		{name: "env-file-data-dir", scenario: "k3s-env-file", args: []string{"--require-unregistered"}, want: ExitCheckFailed,
+			stderr: []string{"/srv/k3s/agent/kubelet.kubeconfig"}},
+		{name: "env-file-missing", scenario: "k3s-env-file", args: []string{"--k3s-env-file", "/etc/none.env"}, want: ExitUnavailable, stderr: []string{"k3s environment file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := hostCopy(t, tt.scenario)
+			out, errOut, code := joinRun(t, root, tt.args...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.want, out, errOut)
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(errOut, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errOut)
+				}
+			}
+			if tt.dropIn != "" {
+				if _, err := os.Stat(filepath.Join(root, tt.dropIn)); err != nil {
+					t.Errorf("drop-in not where k3s reads: %v\nstdout %s", err, out)
+				}
+			}
+			for _, p := range tt.absent {
+				if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+					t.Errorf("%s exists; nodeprep wrote where k3s does not read", p)
+				}
+			}
+		})
+	}
+}
+
+// TestJoinConfigFlagEffective checks that the file named by --config is the
+// one merged: its node-label is reported as effective.
+func TestJoinConfigFlagEffective(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "k3s-config-flag")
+	out, errOut, code := joinRun(t, root, "--gfd-labels=false", "--k3s-arg=--config=/srv/k3s.yaml", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, s := range []string{`"configPath": "/srv/k3s.yaml"`, `"configSource": "k3s arguments"`, `"value": "site=lab"`, `"dataDir": "/var/lib/rancher/k3s"`} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %s:\n%s", s, out)
+		}
+	}
+}
+
+// hostLayered copies testdata/hosts/<base> and lays testdata/hosts/<over>
+// over it (the k3s-containerd-* trees hold only k3s's files).
+func hostLayered(t *testing.T, base, over string) string {
+	t.Helper()
+	root := hostCopy(t, base)
+	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", over)+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return root
+}
+
+// TestContainerdChecks: `cdi check` fails when k3s's containerd would not
+// hand pods the patched spec; `join` reports the same as warnings.
+func TestContainerdChecks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		over     string
+		args     []string
+		want     int
+		contains string // substring of stdout (cdi check) or stderr (join)
+	}{
+		{over: "k3s-containerd-cdi-off", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-cdi-disabled"},
+		{over: "k3s-containerd-v2-default", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "defaults it to false"},
+		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-spec-dir"},
+		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
+		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
+		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
+		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
+		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false", "--k3s-arg=--container-runtime-endpoint=/run/containerd/containerd.sock"}, want: 0, contains: "is not checked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.over+"/"+tt.args[0], func(t *testing.T) {
+			t.Parallel()
+			root := hostLayered(t, "fhs-ubuntu", tt.over)
+			out, errOut, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
+			if code != tt.want {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.want, out, errOut)
+			}
+			if tt.contains != "" && !strings.Contains(out+errOut, tt.contains) {
+				t.Errorf("output lacks %q:\nstdout %s\nstderr %s", tt.contains, out, errOut)
+			}
+			if tt.contains == "" && strings.Contains(out+errOut, "containerd") {
+				t.Errorf("containerd findings on a good config:\n%s%s", out, errOut)
+			}
+		})
+	}
+}
+
+// TestJoinMIGStrategy: the strategy is checked before anything is written;
+// on a GPU node without MIG, single adds only nvidia.com/mig.strategy.
+func TestJoinMIGStrategy(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := joinRun(t, joinHost(t, nil), "--simulate", "dgx-h200", "--mig-strategy", "both")
+	if code != ExitUsage || !strings.Contains(errOut, "want none, single or mixed") {
+		t.Errorf("bad strategy: exit %d, %s", code, errOut)
+	}
+	_, errOut, code = joinRun(t, joinHost(t, map[string]string{"/etc/nodeprep/config.yaml": "join:\n  migStrategy: Single\n"}), "--simulate", "dgx-h200")
+	if code != ExitMalformed || !strings.Contains(errOut, "join.migStrategy") {
+		t.Errorf("bad strategy in the config: exit %d, %s", code, errOut)
+	}
+	root := joinHost(t, nil)
+	if _, errOut, code := joinRun(t, root, "--simulate", "dgx-h200", "--mig-strategy", "single"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(root, joinDropIn))
+	if err != nil || !strings.Contains(string(data), "nvidia.com/mig.strategy=single") || !strings.Contains(string(data), "nvidia.com/gpu.product=NVIDIA-H200") {
+		t.Errorf("drop-in %s, %v", data, err)
+	}
+}

@@ -1,0 +1,34 @@
+package app
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// runtimeFindings judges the containerd config k3s uses against the spec
+// `cdi check` checks, with k3s located from the config file's join
+// section and the environment (as `join` would without flags). Nothing is
+// reported when k3s's data-dir does not exist (no k3s on this host); a
+// k3s configuration that cannot be read is a warning.
+func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
+	js, err := (&joinFlags{}).resolve(g, pflag.NewFlagSet("k3s", pflag.ContinueOnError))
+	if err != nil {
+		return cdi.Findings{{Severity: cdi.SeverityWarning, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
+	}
+	view, err := k3s.Read(g.host, js.opts)
+	if err != nil {
+		return cdi.Findings{{Severity: cdi.SeverityWarning, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
+	}
+	if !g.host.Exists(view.DataDir) && view.Effective.ContainerRuntimeEndpoint == nil {
+		return nil
+	}
+	rep, err := containerd.Check(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
+	if err != nil {
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
+	}
+	return rep.Findings
+}

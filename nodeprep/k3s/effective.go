@@ -1,0 +1,250 @@
+package k3s
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"maps"
+	"path"
+	"strings"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// The environment variables of the k3s service that move its paths (k3s
+// pkg/configfilearg: the config file; pkg/cli/cmds: data-dir's EnvVar).
+const (
+	EnvConfigFile = "K3S_CONFIG_FILE" // the config file; wins over --config
+	EnvDataDir    = "K3S_DATA_DIR"    // data-dir when no file or flag sets it
+)
+
+// Where a located path came from (Result.ConfigSource, Result.DataDirSource).
+const (
+	SourceDefault = "k3s default"
+	// SourceOption is nodeprep's own setting (--k3s-config, join.k3sConfig,
+	// Options.DataDir): what k3s uses when nothing in its environment or
+	// command line says otherwise.
+	SourceOption = "nodeprep setting"
+	SourceArgs   = ArgsSource // a k3s command-line argument
+)
+
+// Location is where k3s reads its config file, and what chose it.
+type Location struct {
+	ConfigPath string // host path of config.yaml; drop-ins are in DropInDir(ConfigPath)
+	Source     string // EnvConfigFile, SourceArgs, SourceOption or SourceDefault
+}
+
+// Locate returns the config file k3s reads, with k3s's precedence
+// (pkg/configfilearg findConfigFileFlag): $K3S_CONFIG_FILE in o.Env, else
+// the first --config/-c in o.K3sArgs ("--config PATH" or "--config=PATH"),
+// else o.ConfigPath (nodeprep's setting), else DefaultConfigPath. It does not
+// check the path; Plan refuses one that is not absolute.
+func (o Options) Locate() Location {
+	if v := o.Env[EnvConfigFile]; v != "" {
+		return Location{v, EnvConfigFile}
+	}
+	var words []string
+	for _, a := range o.K3sArgs {
+		words = append(words, strings.Fields(a)...)
+	}
+	for i, a := range words {
+		for _, flag := range []string{"--config", "-c"} {
+			if a == flag && i+1 < len(words) {
+				return Location{words[i+1], SourceArgs}
+			}
+			if v, ok := strings.CutPrefix(a, flag+"="); ok {
+				return Location{v, SourceArgs}
+			}
+		}
+	}
+	if o.ConfigPath != "" && o.ConfigPath != DefaultConfigPath {
+		return Location{o.ConfigPath, SourceOption}
+	}
+	return Location{DefaultConfigPath, SourceDefault}
+}
+
+// dataDir returns k3s's effective data-dir and where it came from. For
+// the agent's state the k3s agent's own flag parsing decides (urfave/cli
+// with k3s's config values inserted before the command line): a
+// --data-dir/-d argument, else the last data-dir of the files, else
+// $K3S_DATA_DIR (the flag's EnvVar), else o.DataDir, else DefaultDataDir.
+// (k3s's wrapper, cmd/k3s findDataDir, lets $K3S_DATA_DIR win, but only
+// for where it unpacks its binaries.)
+func (o Options) dataDir(eff *Effective) (string, string) {
+	switch {
+	case eff.DataDir != nil:
+		return eff.DataDir.Value, eff.DataDir.Source
+	case o.Env[EnvDataDir] != "":
+		return o.Env[EnvDataDir], EnvDataDir
+	case o.DataDir != "":
+		return o.DataDir, SourceOption
+	}
+	return DefaultDataDir, SourceDefault
+}
+
+// ParseEnvironmentFile parses a systemd EnvironmentFile= (systemd.exec(5)):
+// one KEY=VALUE a line, blank lines and lines starting with '#' or ';'
+// ignored, white space around the key and the value dropped, a value in
+// matching single or double quotes unquoted (double quotes also take \"
+// and \\ escapes). It returns the variables, a later line winning, or an
+// error naming the line (unmarked; LoadEnvironment marks it).
+func ParseEnvironmentFile(data []byte) (map[string]string, error) {
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		key = strings.TrimSpace(key)
+		if !ok || !isEnvName(key) {
+			return nil, fmt.Errorf("line %d: want KEY=VALUE, got %q", n, line)
+		}
+		value = strings.TrimSpace(value)
+		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
+			q := value[0]
+			value = value[1 : len(value)-1]
+			if q == '"' {
+				value = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(value)
+			}
+		}
+		env[key] = value
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+func isEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadEnvironment returns base with the variables of the k3s service's
+// EnvironmentFile (host path file, read under root) laid over it, as
+// systemd gives them to k3s. An empty file path returns a copy of base.
+// Errors: the file cannot be read (fault.ErrUnavailable: systemd would not
+// start k3s either) or does not parse (fault.ErrMalformed), naming it.
+func LoadEnvironment(root *hostfs.Root, file string, base map[string]string) (map[string]string, error) {
+	env := maps.Clone(base)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if file == "" {
+		return env, nil
+	}
+	data, err := root.ReadFile(file)
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("reading k3s environment file %q: %w", file, err))
+	}
+	vars, err := ParseEnvironmentFile(data)
+	if err != nil {
+		return nil, fault.Malformed(fmt.Errorf("reading k3s environment file %q: %w", file, err))
+	}
+	maps.Copy(env, vars)
+	return env, nil
+}
+
+// The kubelet flags k3s builds from node-taint and node-label (k3s
+// pkg/daemons/agent: argsMap["register-with-taints"], argsMap["node-labels"]).
+const (
+	kubeletTaintsFlag = "register-with-taints"
+	kubeletLabelsFlag = "node-labels"
+)
+
+// kubeletArgConflicts finds kubelet-arg entries that take the node's
+// taints or labels away from node-taint/node-label. k3s merges kubelet-arg
+// into its own kubelet flags (k3s pkg/util GetArgs): "flag=v" drops k3s's
+// own value of the flag, "flag+=v" passes k3s's then v, "flag-=v" v then
+// k3s's. The kubelet keeps the last --register-with-taints
+// (RegisterWithTaintsVar.Set replaces the list) but merges repeated
+// --node-labels (component-base cliflag.MapStringString). So any
+// register-with-taints except "-=" and a plain node-labels lose nodeprep's
+// entries: conflicts; "register-with-taints-=" loses the kubelet-arg's own
+// taints: a warning.
+func kubeletArgConflicts(eff *Effective, labels []Label, taints []Taint, warnings *[]string) []error {
+	var errs []error
+	for _, e := range eff.KubeletArgs {
+		name, value, _ := strings.Cut(strings.TrimLeft(e.Value, "-"), "=")
+		flag := strings.TrimRight(name, "+-")
+		op := name[len(flag):]
+		switch {
+		case flag == kubeletTaintsFlag && len(taints) > 0:
+			fix := fmt.Sprintf("combine them: remove this kubelet-arg and list its taints (%s) under node-taint+ in a config.yaml.d file (or pass them to nodeprep's --taint), so k3s passes nodeprep's and these in one --register-with-taints", value)
+			switch op {
+			case "":
+				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --register-with-taints k3s builds from node-taint, so the node registers without nodeprep's taints (%s); %s", e.Source, e.Value, joinTaints(taints), fix))
+			case "-":
+				*warnings = append(*warnings, fmt.Sprintf("%s: kubelet-arg %q puts its own --register-with-taints before k3s's and the kubelet keeps only the last, so its taints (%s) never reach the node; %s", e.Source, e.Value, value, fix))
+			default:
+				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q passes a second --register-with-taints after k3s's, and the kubelet keeps only the last, so the node registers without nodeprep's taints (%s); %s", e.Source, e.Value, joinTaints(taints), fix))
+			}
+		case flag == kubeletLabelsFlag && op == "" && len(labels) > 0:
+			errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --node-labels k3s builds from node-label, so the node registers without nodeprep's labels; combine them: list these labels under node-label+ in a config.yaml.d file (or write the kubelet-arg as %q: the kubelet merges repeated --node-labels)", e.Source, e.Value, "node-labels+="+value))
+		}
+	}
+	return errs
+}
+
+func joinTaints(ts []Taint) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = t.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// checkAbs refuses a k3s path that is not absolute: k3s would resolve it
+// against its working directory, which nodeprep cannot know.
+func checkAbs(what, p, source string) error {
+	if path.IsAbs(p) {
+		return nil
+	}
+	return fault.Malformed(fmt.Errorf("k3s %s %q (from %s): want an absolute path", what, p, source))
+}
+
+// View is k3s's effective configuration as nodeprep needs it: where k3s
+// reads its config, its data-dir, and the merged keys. Read builds it;
+// Plan reports the same facts in its Result.
+type View struct {
+	Location
+	// DataDir is the effective data-dir and DataDirSource what set it.
+	DataDir       string `json:"dataDir" yaml:"dataDir"`
+	DataDirSource string `json:"dataDirSource" yaml:"dataDirSource"` // see DataDir
+	// Effective is the merge of the files and o.K3sArgs.
+	Effective *Effective `json:"effective" yaml:"effective"`
+}
+
+// Read locates and merges k3s's configuration under root (Locate, ReadFiles,
+// Merge) without nodeprep's drop-in being placed, and resolves the
+// data-dir. Errors: those of ReadFiles and Merge, and a config file or
+// data-dir that is not absolute (fault.ErrMalformed).
+func Read(root *hostfs.Root, o Options) (*View, error) {
+	v := &View{Location: o.Locate()}
+	if err := checkAbs("config file", v.ConfigPath, v.Source); err != nil {
+		return nil, err
+	}
+	files, err := ReadFiles(root, v.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	if v.Effective, err = Merge(files, o.K3sArgs); err != nil {
+		return nil, err
+	}
+	v.DataDir, v.DataDirSource = o.dataDir(v.Effective)
+	if err := checkAbs("data-dir", v.DataDir, v.DataDirSource); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -1,0 +1,167 @@
+package k3s
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+func TestLocate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		opts Options
+		want Location
+	}{
+		{"default", Options{}, Location{DefaultConfigPath, SourceDefault}},
+		{"default-set", Options{ConfigPath: DefaultConfigPath}, Location{DefaultConfigPath, SourceDefault}},
+		{"option", Options{ConfigPath: "/etc/k3s.yaml"}, Location{"/etc/k3s.yaml", SourceOption}},
+		{"arg-eq", Options{ConfigPath: "/etc/k3s.yaml", K3sArgs: []string{"--config=/srv/k3s.yaml"}}, Location{"/srv/k3s.yaml", SourceArgs}},
+		{"arg-space", Options{K3sArgs: []string{"--node-name x --config /srv/a.yaml"}}, Location{"/srv/a.yaml", SourceArgs}},
+		{"arg-short", Options{K3sArgs: []string{"-c", "/srv/b.yaml"}}, Location{"/srv/b.yaml", SourceArgs}},
+		{"arg-first-wins", Options{K3sArgs: []string{"--config=/a.yaml", "--config=/b.yaml"}}, Location{"/a.yaml", SourceArgs}},
+		{"env-wins", Options{Env: map[string]string{EnvConfigFile: "/env.yaml"}, K3sArgs: []string{"--config=/a.yaml"}}, Location{"/env.yaml", EnvConfigFile}},
+		{"config-prefix-not-flag", Options{K3sArgs: []string{"--config-x=/a.yaml"}}, Location{DefaultConfigPath, SourceDefault}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.opts.Locate(); got != tt.want {
+				t.Errorf("Locate = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDataDir(t *testing.T) {
+	t.Parallel()
+	files := []File{{Path: "/c.yaml", Data: []byte("data-dir: /file\n")}}
+	tests := []struct {
+		name      string
+		files     []File
+		args      []string
+		env       map[string]string
+		option    string
+		want, src string
+	}{
+		{name: "default", want: DefaultDataDir, src: SourceDefault},
+		{name: "option", option: "/opt", want: "/opt", src: SourceOption},
+		{name: "env-over-option", option: "/opt", env: map[string]string{EnvDataDir: "/env"}, want: "/env", src: EnvDataDir},
+		{name: "file-over-env", files: files, env: map[string]string{EnvDataDir: "/env"}, want: "/file", src: "/c.yaml"},
+		{name: "arg-over-file", files: files, args: []string{"--data-dir=/arg"}, want: "/arg", src: ArgsSource},
+		{name: "short-arg", files: files, args: []string{"-d /short"}, want: "/short", src: ArgsSource},
+		{name: "short-key", files: []File{{Path: "/c.yaml", Data: []byte("d: /d\n")}}, want: "/d", src: "/c.yaml"},
+		{name: "later-file", files: append(files, File{Path: "/c.yaml.d/x.yaml", Data: []byte("data-dir+: /later\n")}), want: "/later", src: "/c.yaml.d/x.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			eff, err := Merge(tt.files, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, src := Options{Env: tt.env, DataDir: tt.option}.dataDir(eff)
+			if got != tt.want || src != tt.src {
+				t.Errorf("dataDir = %q from %q, want %q from %q", got, src, tt.want, tt.src)
+			}
+		})
+	}
+}
+
+func TestParseEnvironmentFile(t *testing.T) {
+	t.Parallel()
+	got, err := ParseEnvironmentFile([]byte("# comment\n; also\n\nK3S_DATA_DIR = \"/srv/k3s\"\nK3S_URL='https://x:6443'\nA=\"q\\\"d\"\nK3S_DATA_DIR=/later\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"K3S_DATA_DIR": "/later", "K3S_URL": "https://x:6443", "A": `q"d`}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"no-equals\n", "1X=y\n", "A B=c\n", "=v\n"} {
+		if _, err := ParseEnvironmentFile([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzParseEnvironmentFile(f *testing.F) {
+	f.Add([]byte("K3S_DATA_DIR=\"/srv/k3s\"\n# c\nX='y'\n"))
+	f.Add([]byte("=\n\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		env, err := ParseEnvironmentFile(data)
+		if err != nil {
+			return
+		}
+		for k := range env {
+			if !isEnvName(k) {
+				t.Errorf("accepted bad name %q", k)
+			}
+		}
+	})
+}
+
+func TestKubeletArgConflicts(t *testing.T) {
+	t.Parallel()
+	taints := mustTaints(t, "nvidia.com/gpu=present:NoSchedule")
+	labels := mustLabels(t, "a=b")
+	tests := []struct {
+		arg          string
+		errs, warns  int
+		noTaintsErrs int // with no nodeprep taints
+	}{
+		{arg: "register-with-taints=x=y:NoExecute", errs: 1},
+		{arg: "--register-with-taints=x=y:NoExecute", errs: 1},
+		{arg: "register-with-taints+=x=y:NoExecute", errs: 1},
+		{arg: "register-with-taints-=x=y:NoExecute", warns: 1},
+		{arg: "node-labels=x=y", errs: 1, noTaintsErrs: 1},
+		{arg: "node-labels+=x=y"},
+		{arg: "max-pods=250"},
+	}
+	for _, tt := range tests {
+		eff, err := Merge(nil, []string{"--kubelet-arg=" + tt.arg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var warns []string
+		errs := kubeletArgConflicts(eff, labels, taints, &warns)
+		if len(errs) != tt.errs || len(warns) != tt.warns {
+			t.Errorf("%s: %d errors %v, %d warnings %v; want %d, %d", tt.arg, len(errs), errs, len(warns), warns, tt.errs, tt.warns)
+		}
+		if errs := kubeletArgConflicts(eff, labels, nil, &warns); len(errs) != tt.noTaintsErrs {
+			t.Errorf("%s without nodeprep taints: %v", tt.arg, errs)
+		}
+	}
+}
+
+// BenchmarkRead measures locating and merging k3s's configuration (a
+// config.yaml with kubelet-args and data-dir, plus a drop-in).
+func BenchmarkRead(b *testing.B) {
+	dir := b.TempDir()
+	for p, data := range map[string]string{
+		"srv/k3s.yaml":                 "server: https://x:6443\ndata-dir: /data/k3s\nkubelet-arg: [max-pods=250, v=2]\nnode-label: [site=lab]\n",
+		"srv/k3s.yaml.d/50-other.yaml": "node-taint+: [a=b:NoSchedule]\n",
+	} {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	root, err := hostfs.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := Options{K3sArgs: []string{"--config=/srv/k3s.yaml"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Read(root, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

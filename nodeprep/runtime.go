@@ -1,0 +1,33 @@
+package nodeprep
+
+import (
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+)
+
+// ContainerdOptions are the containerd check's inputs for k3s's effective
+// data-dir and container-runtime-endpoint (from k3s.Result or k3s.View)
+// and the CDI spec nodeprep patches.
+func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot string) containerd.Options {
+	o := containerd.Options{DataDir: dataDir, SpecPaths: []string{spec}, DriverRoot: driverRoot}
+	if eff != nil && eff.ContainerRuntimeEndpoint != nil {
+		o.Endpoint = eff.ContainerRuntimeEndpoint.Value
+	}
+	return o
+}
+
+// ContainerdFindings runs the containerd check for a join result, for
+// `join` and `up` to report as warnings: at join time config.toml is the
+// one k3s wrote at its last start (k3s rewrites it from its template at the
+// next), so a problem there must not keep k3s from starting; `cdi check` is
+// where an error finding fails. A file that cannot be read or parsed is a
+// finding of code containerd.CodeBadConfig.
+func ContainerdFindings(host *hostfs.Root, res *k3s.Result, spec, driverRoot string) cdi.Findings {
+	rep, err := containerd.Check(host, ContainerdOptions(res.DataDir, res.Effective, spec, driverRoot))
+	if err != nil {
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
+	}
+	return rep.Findings
+}
