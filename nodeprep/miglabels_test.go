@@ -67,7 +67,7 @@ func allMIG(slices ...uint32) map[int][]uint32 {
 
 func TestMIGLabels(t *testing.T) {
 	t.Parallel()
-	const product = "Mock-NVIDIA-A100-SXM4-40GB"
+	const product = "NVIDIA-A100-SXM4-40GB"
 	threeG := func(prefix string, count string) map[string]string {
 		return map[string]string{
 			prefix + "product": product + "-MIG-3g.20gb", prefix + "count": count, prefix + "replicas": "1",
@@ -132,7 +132,7 @@ func TestMIGLabelsInNodeLabels(t *testing.T) {
 	}
 	m := labelMap(ls)
 	// The MIG labels replace the whole-GPU ones; the rest stay.
-	if m["nvidia.com/gpu.product"] != "Mock-NVIDIA-A100-SXM4-40GB-MIG-3g.20gb" || m["nvidia.com/gpu.count"] != "16" || m["nvidia.com/gpu.family"] != "ampere" || m[LabelMIGCapable] != "true" {
+	if m["nvidia.com/gpu.product"] != "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb" || m["nvidia.com/gpu.count"] != "16" || m["nvidia.com/gpu.family"] != "ampere" || m[LabelMIGCapable] != "true" {
 		t.Errorf("labels %v", m)
 	}
 	// MIG labels are GFD labels: none without them.

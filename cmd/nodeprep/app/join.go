@@ -201,7 +201,7 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 		g.log.Warn(w)
 	}
 	for _, f := range nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot) {
-		g.log.Warn(f.Message, "code", f.Code)
+		g.log.Warn(f.Message)
 	}
 	if !o.dryRun {
 		if err := k3s.Apply(g.host, res); err != nil {
