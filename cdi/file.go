@@ -87,19 +87,26 @@ func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	return data, spec, nil
 }
 
-// PatchFile patches the spec file in place (see Patch): it reads it,
-// discovers the graphics files, edits, validates the result with the CDI
-// library and replaces the file atomically, keeping its mode. When nothing
-// needs to change it writes nothing (a second run changes no byte). With
-// dryRun it validates and diffs but writes nothing. It is all or nothing:
-// when any problem could not be fixed (an error finding, such as no ICD
-// manifest on the host) it writes nothing either, and the caller reports
-// the findings.
-//
-// Errors: those of Load and Discover; a device with no container edits, or a
-// result the CDI library refuses → fault.ErrMalformed (nothing written);
-// a failed write → fault.ErrCantWrite (the old file intact).
-func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, error) {
+// PatchPlan is a patch read, edited, validated and encoded but not yet
+// written: PlanPatch makes it, ApplyPatch writes it. Between the two the
+// caller may validate the inputs of later stages, so that nothing is written
+// when any of them is bad.
+type PatchPlan struct {
+	// Result is what the patch found and would change; ApplyPatch sets
+	// its Written.
+	Result *PatchResult
+	data   []byte // the patched spec's bytes; nil when nothing is to be written
+}
+
+// Writes reports whether ApplyPatch would write the spec: it changed and no
+// error finding blocks it.
+func (p *PatchPlan) Writes() bool { return p.data != nil }
+
+// PlanPatch does everything PatchFile does except the write: it reads the
+// spec, discovers the graphics files, edits, lints, encodes and validates
+// the result with the CDI library (in memory: nothing is written anywhere,
+// not even a temporary file). Errors are PatchFile's, less the write's.
+func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	old, spec, err := Load(host, opts.Spec)
 	if err != nil {
 		return nil, err
@@ -120,8 +127,9 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
+	plan := &PatchPlan{Result: res}
 	if len(changes) == 0 {
-		return res, nil // nothing to write, whatever the findings say
+		return plan, nil // nothing to write, whatever the findings say
 	}
 	format := FormatOf(opts.Spec)
 	data, err := Encode(spec, format)
@@ -129,32 +137,59 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 		return nil, fmt.Errorf("encoding CDI spec %q: %w", opts.Spec, err)
 	}
 	if bytes.Equal(data, old) {
-		return res, nil
+		return plan, nil
 	}
 	res.Changed = true
 	res.Diff = udiff.Unified("a"+opts.Spec, "b"+opts.Spec, string(old), string(data))
-	invalid := func(err error) error {
-		return fault.Malformed(fmt.Errorf("patching CDI spec %q: the result is invalid, nothing written: %w", opts.Spec, err))
+	if err := ValidateBytes(data, format); err != nil {
+		return nil, invalidResult(opts.Spec, err)
 	}
-	if dryRun || res.Findings.Errors() > 0 {
-		if err := ValidateBytes(data, format); err != nil {
-			return nil, invalid(err)
-		}
-		return res, nil
+	if res.Findings.Errors() == 0 {
+		plan.data = data
 	}
-	err = host.WriteFile(opts.Spec, data, hostfs.WriteOptions{
-		Validate: func(tmp string) error {
-			if err := ValidateFile(tmp); err != nil {
-				return invalid(err)
-			}
-			return nil
-		},
-	})
+	return plan, nil
+}
+
+func invalidResult(spec string, err error) error {
+	return fault.Malformed(fmt.Errorf("patching CDI spec %q: the result is invalid, nothing written: %w", spec, err))
+}
+
+// ApplyPatch writes a plan's spec when it has one to write (Writes):
+// atomically, keeping the file's mode. The bytes are those PlanPatch had
+// the CDI library validate, so they are not validated twice (a 50 MB spec
+// takes seconds). Errors: a failed write → fault.ErrCantWrite (the old file
+// intact).
+func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
+	if p.data == nil {
+		return nil
+	}
+	if err := host.WriteFile(p.Result.Spec, p.data, hostfs.WriteOptions{}); err != nil {
+		return err
+	}
+	p.Result.Written = true
+	return nil
+}
+
+// PatchFile patches the spec file in place (see Patch): PlanPatch, then,
+// unless dryRun, ApplyPatch. When nothing needs to change it writes nothing
+// (a second run changes no byte). It is all or nothing: when any problem
+// could not be fixed (an error finding, such as no ICD manifest on the
+// host) it writes nothing either, and the caller reports the findings.
+//
+// Errors: those of Load and Discover; a device with no container edits, or a
+// result the CDI library refuses → fault.ErrMalformed (nothing written);
+// a failed write → fault.ErrCantWrite (the old file intact).
+func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, error) {
+	p, err := PlanPatch(host, opts)
 	if err != nil {
 		return nil, err
 	}
-	res.Written = true
-	return res, nil
+	if !dryRun {
+		if err := ApplyPatch(host, p); err != nil {
+			return nil, err
+		}
+	}
+	return p.Result, nil
 }
 
 // CheckFile lints the spec file (see Check) against opts.Expect and also

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"golang.org/x/mod/semver"
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -110,22 +111,23 @@ func ValidateFile(path string) error {
 	return err
 }
 
-// ValidateBytes validates spec data with the CDI library by writing it to a
-// temporary file (the library validates only specs it reads from disk).
+// ValidateBytes validates spec data with the CDI library, which validates
+// only specs it reads from a file (pkg/cdi ReadSpec): the data goes into an
+// anonymous memory file (memfd_create(2)) read back through /proc/self/fd,
+// so nothing is written on any file system, not even under /tmp. The
+// library parses JSON and YAML alike; f only names the file. It returns
+// the library's complaint.
 func ValidateBytes(data []byte, f Format) error {
-	tmp, err := os.CreateTemp("", "nodeprep-cdi-*."+string(f))
+	fd, err := unix.MemfdCreate("nodeprep-cdi."+string(f), unix.MFD_CLOEXEC)
 	if err != nil {
+		return fmt.Errorf("validating CDI spec: memfd_create: %w", err)
+	}
+	mf := os.NewFile(uintptr(fd), "memfd")
+	defer mf.Close()
+	if _, err := mf.Write(data); err != nil {
 		return fmt.Errorf("validating CDI spec: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("validating CDI spec: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("validating CDI spec: %w", err)
-	}
-	return ValidateFile(tmp.Name())
+	return ValidateFile(fmt.Sprintf("/proc/self/fd/%d", fd))
 }
 
 // RequiredVersion returns the lowest cdiVersion the spec's fields need,

@@ -167,8 +167,8 @@ type NodeLabelOptions struct {
 // by key: GFD's (when opts.GFD), nodeprep's own under nodeprep.dev/
 // (selftest, vulkan-adapters, and simulated=true for a simulated
 // inventory), then opts.Extra, which win over generated labels of the same
-// key. Errors are GFDLabels' and an invalid Selftest value (marked
-// fault.ErrMalformed).
+// key. Errors are GFDLabels', an invalid Selftest value, and a key given
+// twice in opts.Extra with different values (marked fault.ErrMalformed).
 func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) {
 	m := map[string]string{}
 	if opts.GFD {
@@ -193,7 +193,14 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 	if inv != nil && inv.Simulated {
 		m[LabelSimulated] = "true"
 	}
+	extra := map[string]string{}
 	for _, l := range opts.Extra {
+		if v, ok := extra[l.Key]; ok && v != l.Value {
+			// As for taints (k3s.Plan): one key, two values is a mistake
+			// to name, not a choice to make silently.
+			return nil, fault.Malformed(fmt.Errorf("label key %q given twice: %q and %q", l.Key, l.Key+"="+v, l.String()))
+		}
+		extra[l.Key] = l.Value
 		m[l.Key] = l.Value
 	}
 	return labelsOf(m)
