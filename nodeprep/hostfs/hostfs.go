@@ -153,7 +153,22 @@ func ReadRegularFile(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is %s: %w", path, describeMode(st.Mode()), ErrNotRegular)
 	}
-	return io.ReadAll(f)
+	// One buffer of the file's size (and a little to see the end):
+	// io.ReadAll's doubling would hold up to twice a big spec.
+	buf := make([]byte, 0, st.Size()+512)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) { // the file grew while we read it
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 // ReadDir lists the directory hostPath names, sorted by name.

@@ -159,3 +159,29 @@ func TestPatchDryRunWritesNowhere(t *testing.T) {
 		t.Errorf("--dry-run created $TMPDIR")
 	}
 }
+
+// TestSpecSizeLimit: a spec larger than cdi.MaxSpecSize (64 MiB) is
+// refused as malformed input (65) by every command that reads it, before
+// it is read, and nothing is written but the lock `cdi patch` takes
+// before it reads the spec.
+func TestSpecSizeLimit(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"cdi", "patch"}, {"cdi", "check", "--simulate", "dgx-h200"}, {"cdi", "patch", "--dry-run"}} {
+		root := hostCopy(t, "nixos-h200")
+		// A sparse file: 64 MiB and one byte, no disk used.
+		if err := os.Truncate(filepath.Join(root, specRel), 64<<20+1); err != nil {
+			t.Fatal(err)
+		}
+		before := hostTree(t, root)
+		_, stderr, code := runCLI(t, append([]string{"--root", root}, args...)...)
+		if code != 65 || !strings.Contains(stderr, "64 MiB") {
+			t.Errorf("%v: exit %d, stderr %q; want 65 naming the limit", args, code, stderr)
+		}
+		after := hostTree(t, root)
+		delete(after, "/run/nodeprep")
+		delete(after, "/run/nodeprep/lock")
+		if diff := treeChanges(before, after); len(diff) > 0 {
+			t.Errorf("%v changed the host: %v", args, diff)
+		}
+	}
+}
