@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/mod/semver"
 	"golang.org/x/sys/unix"
-	"gopkg.in/yaml.v3"
 	k8sjson "sigs.k8s.io/json"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"

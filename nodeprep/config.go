@@ -8,7 +8,7 @@ import (
 	"path"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/cdi"
 

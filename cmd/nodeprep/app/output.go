@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"io"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // print writes v to stdout in the --output format: text through the given
