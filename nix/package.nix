@@ -59,7 +59,7 @@ buildGoModule {
   # files this src holds, computed with `nix-hash --type sha256 vendor`;
   # it was not produced by a Nix build (no nixpkgs where it was made). A
   # mismatch error from the first `nix build` prints the right one.
-  vendorHash = "sha256-6PSuN8dW7g3uj4+eUxnQcFjO1TUJJWYVZcefG6rC0T4=";
+  vendorHash = "sha256-XJBh3cGp7jGaViVNOxjJY3FEUOwG2gC1aU5AAlXzqI8=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
