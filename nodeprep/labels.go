@@ -60,13 +60,29 @@ const DefaultTaintString = "nvidia.com/gpu=present:NoSchedule"
 var gfdProductInvalid = regexp.MustCompile("[^A-Za-z0-9-_. ]")
 
 // SanitiseProduct turns an NVML product name into the value of
-// nvidia.com/gpu.product exactly as GFD does (internal/lm/resource.go
-// sanitise): characters outside [A-Za-z0-9-_. ] are removed, then runs of
-// white space become single '-' with none at either end.
+// nvidia.com/gpu.product as GFD does (k8s-device-plugin internal/lm
+// resource.go sanitise): characters outside [A-Za-z0-9-_. ] are removed,
+// then runs of white space become single '-' with none at either end.
 // "NVIDIA H200" → "NVIDIA-H200"; "NVIDIA A100-SXM4-80GB" stays as is.
+//
+// GFD stops there, so a long or odd name gives it a value Kubernetes
+// refuses (NFD then drops the label); a drop-in with such a label would
+// stop the kubelet. So the value is then made valid the way Kubernetes
+// states the rule (apimachinery IsValidLabelValue: at most 63 characters,
+// beginning and ending with [A-Za-z0-9]): cut to 63 characters, then
+// '-', '_' and '.' trimmed from both ends. A name GFD already gives a
+// valid value keeps GFD's value exactly.
 func SanitiseProduct(name string) string {
-	return strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+	v := strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+	if len(v) > maxLabelValue {
+		v = v[:maxLabelValue] // ASCII only by now
+	}
+	return strings.Trim(v, "-_.")
 }
+
+// maxLabelValue is the longest label value Kubernetes accepts
+// (apimachinery validation.LabelValueMaxLength).
+const maxLabelValue = 63
 
 // ArchFamily returns GFD's nvidia.com/gpu.family for a CUDA compute
 // capability: gpu.Family's name (GFD's getArchFamily table), or
