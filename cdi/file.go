@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"runtime"
 	"strings"
 
 	udiff "github.com/aymanbagabas/go-udiff"
@@ -61,24 +62,12 @@ func nameFindings(specPath string) Findings {
 
 // Load reads and parses the spec at a host path. A missing file is an error
 // marked fault.ErrUnavailable (the generator has not run); one that does not
-// parse, fault.ErrMalformed naming the file and the CDI library's complaint.
+// parse, or is larger than MaxSpecSize, fault.ErrMalformed naming the file
+// and the complaint.
 func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
-	data, err := host.ReadFile(specPath)
-	if errors.Is(err, hostfs.ErrNotRegular) {
-		return nil, nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
-	}
-	if st, lerr := host.Lstat(specPath); errors.Is(err, fs.ErrNotExist) && lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
-		target, rerr := host.Resolve(specPath)
-		if rerr != nil {
-			target = rerr.Error()
-		}
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s: %w", specPath, target, err))
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w (has nvidia-container-toolkit-cdi-generator.service, nvidia-ctk cdi generate, run)", specPath, err))
-	}
+	data, err := readSpec(host, specPath)
 	if err != nil {
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
+		return nil, nil, err
 	}
 	spec, err := ParseSpec(data)
 	if err != nil {
@@ -87,19 +76,51 @@ func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	return data, spec, nil
 }
 
-// PatchFile patches the spec file in place (see Patch): it reads it,
-// discovers the graphics files, edits, validates the result with the CDI
-// library and replaces the file atomically, keeping its mode. When nothing
-// needs to change it writes nothing (a second run changes no byte). With
-// dryRun it validates and diffs but writes nothing. It is all or nothing:
-// when any problem could not be fixed (an error finding, such as no ICD
-// manifest on the host) it writes nothing either, and the caller reports
-// the findings.
-//
-// Errors: those of Load and Discover; a device with no container edits, or a
-// result the CDI library refuses → fault.ErrMalformed (nothing written);
-// a failed write → fault.ErrCantWrite (the old file intact).
-func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, error) {
+// readSpec reads the spec file's bytes with Load's errors.
+func readSpec(host *hostfs.Root, specPath string) ([]byte, error) {
+	if st, err := host.Stat(specPath); err == nil && st.Mode().IsRegular() && st.Size() > MaxSpecSize {
+		return nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %d bytes: larger than the %d MiB a CDI spec may have (cdi.MaxSpecSize)", specPath, st.Size(), MaxSpecSize>>20))
+	}
+	data, err := host.ReadFile(specPath)
+	if errors.Is(err, hostfs.ErrNotRegular) {
+		return nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
+	}
+	if st, lerr := host.Lstat(specPath); errors.Is(err, fs.ErrNotExist) && lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+		target, rerr := host.Resolve(specPath)
+		if rerr != nil {
+			target = rerr.Error()
+		}
+		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s: %w", specPath, target, err))
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w (has nvidia-container-toolkit-cdi-generator.service, nvidia-ctk cdi generate, run)", specPath, err))
+	}
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
+	}
+	return data, nil
+}
+
+// PatchPlan is a patch read, edited, validated and encoded but not yet
+// written: PlanPatch makes it, ApplyPatch writes it. Between the two the
+// caller may validate the inputs of later stages, so that nothing is written
+// when any of them is bad.
+type PatchPlan struct {
+	// Result is what the patch found and would change; ApplyPatch sets
+	// its Written.
+	Result *PatchResult
+	data   []byte // the patched spec's bytes; nil when nothing is to be written
+}
+
+// Writes reports whether ApplyPatch would write the spec: it changed and no
+// error finding blocks it.
+func (p *PatchPlan) Writes() bool { return p.data != nil }
+
+// PlanPatch does everything PatchFile does except the write: it reads the
+// spec, discovers the graphics files, edits, lints, encodes and validates
+// the result with the CDI library (in memory: nothing is written anywhere,
+// not even a temporary file). Errors are PatchFile's, less the write's.
+func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	old, spec, err := Load(host, opts.Spec)
 	if err != nil {
 		return nil, err
@@ -120,41 +141,171 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
+	plan := &PatchPlan{Result: res}
 	if len(changes) == 0 {
-		return res, nil // nothing to write, whatever the findings say
+		return plan, nil // nothing to write, whatever the findings say
+	}
+	// A big spec is held at most twice at a time: the old bytes go once
+	// parsed, the spec once validated and encoded, and the old bytes come
+	// back from the file for the comparison and the diff.
+	size := len(old)
+	// For a big spec, collect where what is live shrinks (the old bytes
+	// dead after the parse, the spec after the encoding): the collector
+	// would otherwise let the heap grow to twice what was live when it last
+	// ran, halfway through the parse or the encoding, and peak RSS would be
+	// 4.5 times the file instead of under 4 (BenchmarkPatchFileHuge,
+	// scripts/bench-cdi.sh).
+	collect := func() {
+		if size > bigDiff {
+			runtime.GC()
+		}
+	}
+	collect()
+	if err := ValidateSpec(spec); err != nil {
+		return nil, invalidResult(opts.Spec, err)
 	}
 	format := FormatOf(opts.Spec)
-	data, err := Encode(spec, format)
+	data, err := encodeSized(spec, format, size+64<<10)
 	if err != nil {
 		return nil, fmt.Errorf("encoding CDI spec %q: %w", opts.Spec, err)
 	}
+	collect()
+	if old, err = readSpec(host, opts.Spec); err != nil {
+		return nil, err
+	}
 	if bytes.Equal(data, old) {
-		return res, nil
+		return plan, nil
 	}
 	res.Changed = true
-	res.Diff = udiff.Unified("a"+opts.Spec, "b"+opts.Spec, string(old), string(data))
-	invalid := func(err error) error {
-		return fault.Malformed(fmt.Errorf("patching CDI spec %q: the result is invalid, nothing written: %w", opts.Spec, err))
+	res.Diff = unifiedDiff("a"+opts.Spec, "b"+opts.Spec, old, data)
+	if res.Findings.Errors() == 0 {
+		plan.data = data
 	}
-	if dryRun || res.Findings.Errors() > 0 {
-		if err := ValidateBytes(data, format); err != nil {
-			return nil, invalid(err)
-		}
-		return res, nil
+	return plan, nil
+}
+
+// bigDiff is the file size above which unifiedDiff diffs only the changed
+// region.
+const bigDiff = 1 << 20
+
+// unifiedDiff returns a unified diff of old and new. Up to bigDiff it is
+// go-udiff's line diff. Above, go-udiff would split both files into lines
+// and hold them (about 4 times a 50 MB spec), so the one region between
+// what both files share at the start and at the end (whole lines) is
+// printed as one hunk with 3 lines of context, as udiff prints one edit.
+// A patch changes one region of a big spec (the spec-level mounts), and
+// cdiVersion near the top when it raises it: then the hunk spans both.
+func unifiedDiff(oldLabel, newLabel string, old, new []byte) string {
+	if len(old) <= bigDiff && len(new) <= bigDiff {
+		return udiff.Unified(oldLabel, newLabel, string(old), string(new))
 	}
-	err = host.WriteFile(opts.Spec, data, hostfs.WriteOptions{
-		Validate: func(tmp string) error {
-			if err := ValidateFile(tmp); err != nil {
-				return invalid(err)
-			}
+	if bytes.Equal(old, new) {
+		return ""
+	}
+	const context = udiff.DefaultContextLines
+	prefix := 0
+	for prefix < len(old) && prefix < len(new) && old[prefix] == new[prefix] {
+		prefix++
+	}
+	prefix = bytes.LastIndexByte(old[:prefix], '\n') + 1 // back to a line start
+	suffix := 0
+	for suffix < len(old)-prefix && suffix < len(new)-prefix && old[len(old)-1-suffix] == new[len(new)-1-suffix] {
+		suffix++
+	}
+	// Shorten the shared tail until it starts a line in both files.
+	lineStart := func(b []byte, i int) bool { return i == 0 || b[i-1] == '\n' }
+	for suffix > 0 && !(lineStart(old, len(old)-suffix) && lineStart(new, len(new)-suffix)) {
+		suffix--
+	}
+	lines := func(b []byte) []string {
+		if len(b) == 0 {
 			return nil
-		},
-	})
+		}
+		return strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	// Context: up to 3 whole lines before and after the changed region.
+	start := prefix
+	for n := 0; n < context && start > 0; n++ {
+		start = bytes.LastIndexByte(old[:start-1], '\n') + 1
+	}
+	before := lines(old[start:prefix])
+	endOld := len(old) - suffix
+	end := endOld
+	for n := 0; n < context && end < len(old); n++ {
+		if i := bytes.IndexByte(old[end:], '\n'); i >= 0 {
+			end += i + 1
+		} else {
+			end = len(old)
+		}
+	}
+	after := lines(old[endOld:end])
+	removed := lines(old[prefix:endOld])
+	added := lines(new[prefix : len(new)-suffix])
+	first := bytes.Count(old[:start], []byte("\n")) + 1
+	span := func(n int) string {
+		if n == 1 {
+			return fmt.Sprint(first)
+		}
+		return fmt.Sprintf("%d,%d", first, n)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- %s\n+++ %s\n@@ -%s +%s @@\n", oldLabel, newLabel,
+		span(len(before)+len(removed)+len(after)), span(len(before)+len(added)+len(after)))
+	for _, group := range []struct {
+		mark  string
+		lines []string
+	}{{" ", before}, {"-", removed}, {"+", added}, {" ", after}} {
+		for _, l := range group.lines {
+			b.WriteString(group.mark)
+			b.WriteString(l)
+			if !strings.HasSuffix(l, "\n") {
+				b.WriteString("\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+func invalidResult(spec string, err error) error {
+	return fault.Malformed(fmt.Errorf("patching CDI spec %q: the result is invalid, nothing written: %w", spec, err))
+}
+
+// ApplyPatch writes a plan's spec when it has one to write (Writes):
+// atomically, keeping the file's mode. The bytes are those PlanPatch had
+// the CDI library validate, so they are not validated twice (a 50 MB spec
+// takes seconds). Errors: a failed write → fault.ErrCantWrite (the old file
+// intact).
+func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
+	if p.data == nil {
+		return nil
+	}
+	if err := host.WriteFile(p.Result.Spec, p.data, hostfs.WriteOptions{}); err != nil {
+		return err
+	}
+	p.Result.Written = true
+	return nil
+}
+
+// PatchFile patches the spec file in place (see Patch): PlanPatch, then,
+// unless dryRun, ApplyPatch. When nothing needs to change it writes nothing
+// (a second run changes no byte). It is all or nothing: when any problem
+// could not be fixed (an error finding, such as no ICD manifest on the
+// host) it writes nothing either, and the caller reports the findings.
+//
+// Errors: those of Load and Discover; a device with no container edits, or a
+// result the CDI library refuses → fault.ErrMalformed (nothing written);
+// a failed write → fault.ErrCantWrite (the old file intact).
+func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, error) {
+	p, err := PlanPatch(host, opts)
 	if err != nil {
 		return nil, err
 	}
-	res.Written = true
-	return res, nil
+	if !dryRun {
+		if err := ApplyPatch(host, p); err != nil {
+			return nil, err
+		}
+	}
+	return p.Result, nil
 }
 
 // CheckFile lints the spec file (see Check) against opts.Expect and also

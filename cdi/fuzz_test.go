@@ -2,9 +2,12 @@ package cdi_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/nodeprep/nodeprep/cdi"
 )
@@ -113,6 +116,35 @@ func FuzzParseSpec(f *testing.F) {
 		twice, _ := cdi.Encode(again, cdi.FormatJSON)
 		if !bytes.Equal(once, twice) {
 			t.Fatalf("round trip changed the spec:\n%s\n%s", once, twice)
+		}
+	})
+}
+
+// FuzzParseSpecJSON: for JSON, ParseSpec (Kubernetes' strict JSON decoder,
+// for memory) accepts what the CDI library's own parser accepts and gives
+// the same spec; it may refuse more (a second document, duplicate keys),
+// never less. Encoding both with Encode compares them.
+func FuzzParseSpecJSON(f *testing.F) {
+	f.Add([]byte(`{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"0","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0","major":195}]}}]}`))
+	f.Add([]byte(`{"cdiVersion":"0.6.0","kind":"a.com/b","annotations":{"x":"\u00e9"},"devices":[]}`))
+	f.Add([]byte(`{"CDIVersion":"0.6.0","kind":"a.com/b","devices":[]}`))
+	f.Add([]byte(`{"kind":"a.com/b","kind":"c.com/d","devices":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+			return
+		}
+		ours, err := cdi.ParseSpec(data)
+		lib, libErr := cdilib.ParseSpec(data)
+		if err != nil || lib == nil {
+			return
+		}
+		if libErr != nil {
+			t.Fatalf("ParseSpec accepted what the library refuses (%v):\n%s", libErr, data)
+		}
+		a, _ := cdi.Encode(ours, cdi.FormatJSON)
+		b, _ := cdi.Encode(lib, cdi.FormatJSON)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("ParseSpec and the library differ:\n%s\n%s", a, b)
 		}
 	})
 }

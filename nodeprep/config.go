@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/cdi"
 
@@ -212,8 +212,9 @@ func ParseConfig(name string, data []byte, base Config) (Config, error) {
 }
 
 // Validate checks the values the YAML types cannot: host paths absolute,
-// durations not negative, the policy, the device-name strategies, the
-// drop-in's name. It returns one error naming every bad key (errors.Join).
+// durations not negative, the policy, the device-name strategies (at least
+// one), the drop-in's name, the join section's labels (a key given twice
+// with two values included) and taints. It returns one error naming every bad key (errors.Join).
 func (c Config) Validate() error {
 	var errs []error
 	abs := func(key, p string, optional bool) {
@@ -246,6 +247,16 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("join.migStrategy: %w", err))
 	}
 	abs("join.k3sEnvironmentFile", c.Join.K3sEnvironmentFile, true)
+	// Every command validates the whole file, the sections it does not use
+	// included: a bad join section fails `cdi patch` as it fails `up`.
+	if labels, err := k3s.ParseLabels(c.Join.Labels); err != nil {
+		errs = append(errs, fmt.Errorf("join.labels: %w", err))
+	} else if _, err := NodeLabels(nil, NodeLabelOptions{Extra: labels}); err != nil {
+		errs = append(errs, fmt.Errorf("join.labels: %w", err))
+	}
+	if _, err := k3s.ParseTaints(c.Join.Taints); err != nil {
+		errs = append(errs, fmt.Errorf("join.taints: %w", err))
+	}
 	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
 		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))
 	}

@@ -19,8 +19,13 @@ const (
 )
 
 // CheckDeviceNames returns an error (unmarked: callers give it the kind)
-// naming every strategy that is not DeviceNameUUID or DeviceNameIndex.
+// naming every strategy that is not DeviceNameUUID or DeviceNameIndex, or
+// saying the list is empty: an empty list would check no device name, and
+// a spec that serves none of the GPUs would pass.
 func CheckDeviceNames(strategies []string) error {
+	if len(strategies) == 0 {
+		return fmt.Errorf("no device-name strategy: want %q and/or %q (an empty list would check no device name)", DeviceNameUUID, DeviceNameIndex)
+	}
 	var errs []error
 	for _, s := range strategies {
 		if s != DeviceNameUUID && s != DeviceNameIndex {

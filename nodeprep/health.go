@@ -65,10 +65,15 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 		opts.Log.Warn("no GPU baseline from the status file", "err", err)
 	}
 	u.report.ExpectedGPUs = expected
-	u.runSteps(ctx, []step{
-		{StageInventory, (*upRun).healthInventory},
-		{StageSelftest, (*upRun).selftest},
-	})
+	for i, name := range []string{StageInventory, StageCDI, StageSelftest, StageJoin} {
+		u.stages[i].Name = name
+	}
+	start := opts.Now()
+	stopped := u.run(iInventory, u.healthInventory)
+	if stopped == nil {
+		stopped = u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) })
+	}
+	u.finish(start, stopped, iInventory, iSelftest)
 	r := u.report
 	if r.Ready {
 		r.Verdict = "ready"
@@ -107,8 +112,8 @@ func expectedGPUs(host *hostfs.Root, statusFile string) ([]string, error) {
 
 // healthInventory is the inventory stage plus the baseline: a GPU the node
 // booted with that NVML no longer lists, or lists unhealthy, fails it.
-func (u *upRun) healthInventory(ctx context.Context, st *StageResult) error {
-	if err := u.inventory(ctx, st); err != nil {
+func (u *upRun) healthInventory(st *StageResult) error {
+	if err := u.inventory(st); err != nil {
 		return err
 	}
 	var lost []string

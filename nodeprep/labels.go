@@ -60,13 +60,29 @@ const DefaultTaintString = "nvidia.com/gpu=present:NoSchedule"
 var gfdProductInvalid = regexp.MustCompile("[^A-Za-z0-9-_. ]")
 
 // SanitiseProduct turns an NVML product name into the value of
-// nvidia.com/gpu.product exactly as GFD does (internal/lm/resource.go
-// sanitise): characters outside [A-Za-z0-9-_. ] are removed, then runs of
-// white space become single '-' with none at either end.
+// nvidia.com/gpu.product as GFD does (k8s-device-plugin internal/lm
+// resource.go sanitise): characters outside [A-Za-z0-9-_. ] are removed,
+// then runs of white space become single '-' with none at either end.
 // "NVIDIA H200" → "NVIDIA-H200"; "NVIDIA A100-SXM4-80GB" stays as is.
+//
+// GFD stops there, so a long or odd name gives it a value Kubernetes
+// refuses (NFD then drops the label); a drop-in with such a label would
+// stop the kubelet. So the value is then made valid the way Kubernetes
+// states the rule (apimachinery IsValidLabelValue: at most 63 characters,
+// beginning and ending with [A-Za-z0-9]): cut to 63 characters, then
+// '-', '_' and '.' trimmed from both ends. A name GFD already gives a
+// valid value keeps GFD's value exactly.
 func SanitiseProduct(name string) string {
-	return strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+	v := strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+	if len(v) > maxLabelValue {
+		v = v[:maxLabelValue] // ASCII only by now
+	}
+	return strings.Trim(v, "-_.")
 }
+
+// maxLabelValue is the longest label value Kubernetes accepts
+// (apimachinery validation.LabelValueMaxLength).
+const maxLabelValue = 63
 
 // ArchFamily returns GFD's nvidia.com/gpu.family for a CUDA compute
 // capability: gpu.Family's name (GFD's getArchFamily table), or
@@ -171,8 +187,8 @@ type NodeLabelOptions struct {
 // opts.MIGStrategy laid over them), nodeprep's own under nodeprep.dev/
 // (selftest, vulkan-adapters, and simulated=true for a simulated
 // inventory), then opts.Extra, which win over generated labels of the same
-// key. Errors are GFDLabels' and an invalid Selftest value (marked
-// fault.ErrMalformed).
+// key. Errors are GFDLabels', an invalid Selftest value, and a key given
+// twice in opts.Extra with different values (marked fault.ErrMalformed).
 func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) {
 	m := map[string]string{}
 	if opts.GFD {
@@ -204,7 +220,14 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 	if inv != nil && inv.Simulated {
 		m[LabelSimulated] = "true"
 	}
+	extra := map[string]string{}
 	for _, l := range opts.Extra {
+		if v, ok := extra[l.Key]; ok && v != l.Value {
+			// As for taints (k3s.Plan): one key, two values is a mistake
+			// to name, not a choice to make silently.
+			return nil, fault.Malformed(fmt.Errorf("label key %q given twice: %q and %q", l.Key, l.Key+"="+v, l.String()))
+		}
+		extra[l.Key] = l.Value
 		m[l.Key] = l.Value
 	}
 	return labelsOf(m)

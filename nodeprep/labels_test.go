@@ -5,7 +5,10 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -26,9 +29,21 @@ func TestSanitiseProduct(t *testing.T) {
 		"Quadro RTX 8000 (rev. a1)": "Quadro-RTX-8000-rev.-a1",
 		"NVIDIA_L4":                 "NVIDIA_L4",
 		"":                          "",
+		// Beyond GFD: a value Kubernetes would refuse is cut and trimmed.
+		"NVIDIA H200 (rev. -)":                "NVIDIA-H200-rev",
+		"-NVIDIA H200-":                       "NVIDIA-H200",
+		"._ NVIDIA _.":                        "NVIDIA",
+		"™":                                   "",
+		strings.Repeat("A", 62) + " B":        strings.Repeat("A", 62),
+		strings.Repeat("A", 70):               strings.Repeat("A", 63),
+		strings.Repeat("A", 61) + " .B C D E": strings.Repeat("A", 61),
 	} {
-		if got := SanitiseProduct(in); got != want {
+		got := SanitiseProduct(in)
+		if got != want {
 			t.Errorf("SanitiseProduct(%q) = %q, want %q", in, got, want)
+		}
+		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+			t.Errorf("SanitiseProduct(%q) = %q: not a valid label value: %v", in, got, errs)
 		}
 	}
 }
@@ -208,4 +223,31 @@ func TestDropInGolden(t *testing.T) {
 	if string(got) != string(want) {
 		t.Errorf("drop-in for dgx-h200 =\n%s\nwant (%s)\n%s", got, golden, want)
 	}
+}
+
+// TestNodeLabelsLongProductName: a GPU name GFD would turn into an invalid
+// label value (too long, ending in '-') still gives valid labels, so the
+// join is not blocked by the name.
+func TestNodeLabelsLongProductName(t *testing.T) {
+	t.Parallel()
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range inv.GPUs {
+		inv.GPUs[i].Name = "NVIDIA H200 " + strings.Repeat("Engineering Sample ", 4) + "(-)"
+	}
+	labels, err := NodeLabels(inv, NodeLabelOptions{GFD: true})
+	if err != nil {
+		t.Fatalf("NodeLabels: %v", err)
+	}
+	for _, l := range labels {
+		if l.Key == LabelGPUProduct {
+			if len(l.Value) > 63 || strings.HasSuffix(l.Value, "-") || !strings.HasPrefix(l.Value, "NVIDIA-H200-Engineering-Sample") {
+				t.Errorf("gpu.product = %q", l.Value)
+			}
+			return
+		}
+	}
+	t.Errorf("no %s label in %v", LabelGPUProduct, labels)
 }

@@ -2,91 +2,60 @@ package nodeprep
 
 import (
 	"bytes"
-	"encoding/json"
-	"slices"
-	"sort"
+	"math"
 	"testing"
-	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
-	"github.com/nodeprep/nodeprep/nodeprep/gpu"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"google.golang.org/protobuf/proto"
 )
 
-// TestMetricLabels keeps MetricLabels (what cluster check judges KEDA
-// triggers against) equal to the families and labels Metrics writes.
-func TestMetricLabels(t *testing.T) {
-	t.Parallel()
-	inv, err := gpu.Simulate("dgx-h100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Report{Ready: true, Inventory: inv, Stages: []StageResult{{Name: StageInventory, Status: StatusOK}}}
-	data, err := Metrics(r, time.Unix(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]string{}
-	for name, mf := range families {
-		var labels []string
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if !slices.Contains(labels, l.GetName()) {
-					labels = append(labels, l.GetName())
-				}
+// expfmtGauges encodes families with prometheus/common's expfmt, the
+// library writeGauges stands in for (test-only: it is not linked into
+// nodeprep).
+func expfmtGauges(t testing.TB, families []gaugeFamily) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		mf := &dto.MetricFamily{Name: proto.String(f.name), Help: proto.String(f.help), Type: dto.MetricType_GAUGE.Enum()}
+		for _, s := range f.samples {
+			m := &dto.Metric{Gauge: &dto.Gauge{Value: proto.Float64(s.value)}}
+			if s.stage != "" {
+				m.Label = []*dto.LabelPair{{Name: proto.String("stage"), Value: proto.String(s.stage)}}
 			}
+			mf.Metric = append(mf.Metric, m)
 		}
-		sort.Strings(labels)
-		got[name] = labels
-	}
-	if len(got) != len(MetricLabels) {
-		t.Errorf("Metrics writes %d families, MetricLabels lists %d", len(got), len(MetricLabels))
-	}
-	for name, want := range MetricLabels {
-		if g, ok := got[name]; !ok || !slices.Equal(g, want) {
-			t.Errorf("family %s: Metrics labels %v (present %t), MetricLabels says %v", name, g, ok, want)
+		if len(mf.Metric) == 0 {
+			continue
 		}
-	}
-}
-
-// TestExpectedGPUs: health's baseline is the last report's expectedGPUs,
-// else (a status file from before the field) its inventory's UUIDs; no
-// status file means no baseline.
-func TestExpectedGPUs(t *testing.T) {
-	t.Parallel()
-	host := upHost(t, "nixos-h200")
-	if got, err := expectedGPUs(host, "/run/nodeprep/status.json"); err != nil || got != nil {
-		t.Fatalf("no status file: %v, %v", got, err)
-	}
-	inv, err := gpu.Simulate("dgx-a100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		report Report
-		want   int
-	}{
-		{Report{Inventory: inv}, len(inv.GPUs)},
-		{Report{Inventory: inv, ExpectedGPUs: []string{"GPU-1"}}, 1},
-	} {
-		data, _ := json.Marshal(tt.report)
-		if err := host.WriteFile("/run/nodeprep/status.json", data, hostfs.WriteOptions{Mode: 0o644, MkdirAll: true}); err != nil {
+		if err := enc.Encode(mf); err != nil {
 			t.Fatal(err)
 		}
-		got, err := expectedGPUs(host, "/run/nodeprep/status.json")
-		if err != nil || len(got) != tt.want {
-			t.Errorf("expectedGPUs = %v, %v; want %d", got, err, tt.want)
+	}
+	return buf.Bytes()
+}
+
+// FuzzWriteGauges: writeGauges writes the bytes expfmt writes, for any
+// help text, label value and value.
+func FuzzWriteGauges(f *testing.F) {
+	f.Add("Wall time.", "cdi", 0.005, false)
+	f.Add("back\\slash\nnew line \"quoted\"", "a\"b\\c\nd", 1.79596603e+09, true)
+	f.Add("x", "", math.Inf(1), false)
+	f.Add("x", "y", math.NaN(), false)
+	f.Add("x", "y", math.Copysign(0, -1), false)
+	f.Fuzz(func(t *testing.T, help, stage string, value float64, empty bool) {
+		families := []gaugeFamily{
+			{"nodeprep_a", help, []sample{{value: value}}},
+			{"nodeprep_b", "labelled", []sample{{stage: stage, value: value}, {stage: stage + "2", value: -value}}},
 		}
-	}
-	host.WriteFile("/run/nodeprep/status.json", []byte("{"), hostfs.WriteOptions{Mode: 0o644})
-	if _, err := expectedGPUs(host, "/run/nodeprep/status.json"); err == nil {
-		t.Error("a torn status file gave no error")
-	}
+		if empty {
+			families = append(families, gaugeFamily{"nodeprep_c", "none", nil})
+		}
+		var got bytes.Buffer
+		writeGauges(&got, families)
+		if want := expfmtGauges(t, families); !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("writeGauges:\n%s\nexpfmt:\n%s", got.Bytes(), want)
+		}
+	})
 }

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -41,11 +39,9 @@ func (u *upRun) writeOutputs() error {
 	return nil
 }
 
-// Metrics renders the report in the Prometheus text format for
-// node_exporter's textfile collector, encoded by prometheus's own text
-// format library (prometheus/common expfmt; client_golang's registry is
-// not used: its init reads /proc in every nodeprep process, probes
-// included):
+// Metrics renders the report in the Prometheus text format (version
+// 0.0.4) for node_exporter's textfile collector: gauges only, each family
+// with HELP and TYPE, families sorted by name, samples by label.
 //
 //	nodeprep_gpus                                GPUs in the inventory
 //	nodeprep_gpus_healthy                        healthy GPUs
@@ -55,6 +51,11 @@ func (u *upRun) writeOutputs() error {
 //	nodeprep_stage_duration_seconds{stage}       each stage's wall time
 //	nodeprep_stage_ok{stage}                     1 ok or warning, 0 failed or skipped
 //	nodeprep_tainted                             1 when joined with the unhealthy taint
+//
+// The encoder is ours (writeGauges), not prometheus/common's expfmt: expfmt
+// links the protobuf runtime and a YAML library whose package init every
+// nodeprep process pays, the self-test's probe children included; a test
+// checks the bytes equal expfmt's.
 func Metrics(r *Report, now time.Time) ([]byte, error) {
 	gpus, healthy := 0, 0
 	if r.Inventory != nil {
@@ -70,31 +71,24 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 	}
 	stages := slices.Clone(r.Stages)
 	slices.SortFunc(stages, func(a, b StageResult) int { return strings.Compare(a.Name, b.Name) })
-	var dur, ok []*dto.Metric
+	var dur, ok []sample
 	for _, s := range stages {
-		dur = append(dur, stageGauge(s.Name, s.DurationMS/1000))
-		ok = append(ok, stageGauge(s.Name, b2f(s.Status == StatusOK || s.Status == StatusWarning)))
+		dur = append(dur, sample{stage: s.Name, value: s.DurationMS / 1000})
+		ok = append(ok, sample{stage: s.Name, value: b2f(s.Status == StatusOK || s.Status == StatusWarning)})
 	}
-	families := []*dto.MetricFamily{ // sorted by name
-		gaugeFamily("nodeprep_gpus", "GPUs NVML reports.", gauge(float64(gpus))),
-		gaugeFamily("nodeprep_gpus_healthy", "GPUs NVML reports healthy.", gauge(float64(healthy))),
-		gaugeFamily("nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", gauge(float64(now.Unix()))),
-		gaugeFamily("nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", gauge(b2f(r.Ready))),
-		gaugeFamily("nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", gauge(float64(matched))),
-		gaugeFamily("nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur...),
-		gaugeFamily("nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up.", ok...),
-		gaugeFamily("nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", gauge(b2f(r.Tainted))),
+	one := func(v float64) []sample { return []sample{{value: v}} }
+	families := []gaugeFamily{ // sorted by name
+		{"nodeprep_gpus", "GPUs NVML reports.", one(float64(gpus))},
+		{"nodeprep_gpus_healthy", "GPUs NVML reports healthy.", one(float64(healthy))},
+		{"nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", one(float64(now.Unix()))},
+		{"nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", one(b2f(r.Ready))},
+		{"nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", one(float64(matched))},
+		{"nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur},
+		{"nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up.", ok},
+		{"nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", one(b2f(r.Tainted))},
 	}
 	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range families {
-		if len(mf.Metric) == 0 {
-			continue
-		}
-		if err := enc.Encode(mf); err != nil {
-			return nil, err
-		}
-	}
+	writeGauges(&buf, families)
 	return buf.Bytes(), nil
 }
 
@@ -112,16 +106,55 @@ var MetricLabels = map[string][]string{
 	"nodeprep_tainted":                    nil,
 }
 
-func gaugeFamily(name, help string, ms ...*dto.Metric) *dto.MetricFamily {
-	return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum(), Metric: ms}
+// gaugeFamily is one metric family of gauges.
+type gaugeFamily struct {
+	name, help string
+	samples    []sample
 }
 
-func gauge(v float64) *dto.Metric { return &dto.Metric{Gauge: &dto.Gauge{Value: proto.Float64(v)}} }
+// sample is one gauge value, with a stage label when stage is set.
+type sample struct {
+	stage string
+	value float64
+}
 
-func stageGauge(stage string, v float64) *dto.Metric {
-	m := gauge(v)
-	m.Label = []*dto.LabelPair{{Name: proto.String("stage"), Value: proto.String(stage)}}
-	return m
+// writeGauges writes families in the Prometheus text exposition format
+// (prometheus docs, "Exposition formats", text format 0.0.4): "# HELP"
+// with '\\' and newline escaped, "# TYPE name gauge", one line per sample
+// with label values escaped ('\\', '"', newline) and the value as Go's
+// shortest 'g' form, 0 (for -0 too), +Inf, -Inf or NaN. A family with no sample is left
+// out, as expfmt leaves it out.
+func writeGauges(buf *bytes.Buffer, families []gaugeFamily) {
+	help := strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	label := strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+	for _, f := range families {
+		if len(f.samples) == 0 {
+			continue
+		}
+		fmt.Fprintf(buf, "# HELP %s %s\n# TYPE %s gauge\n", f.name, help.Replace(f.help), f.name)
+		for _, s := range f.samples {
+			buf.WriteString(f.name)
+			if s.stage != "" {
+				buf.WriteString(`{stage="`)
+				buf.WriteString(label.Replace(s.stage))
+				buf.WriteString(`"}`)
+			}
+			buf.WriteByte(' ')
+			switch {
+			case s.value == 0: // -0 too
+				buf.WriteString("0")
+			case math.IsInf(s.value, 1):
+				buf.WriteString("+Inf")
+			case math.IsInf(s.value, -1):
+				buf.WriteString("-Inf")
+			case math.IsNaN(s.value):
+				buf.WriteString("NaN")
+			default:
+				buf.WriteString(strconv.FormatFloat(s.value, 'g', -1, 64))
+			}
+			buf.WriteByte('\n')
+		}
+	}
 }
 
 func b2f(b bool) float64 {

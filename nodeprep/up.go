@@ -148,30 +148,49 @@ type Report struct {
 // missing: 69; a malformed spec: 65; ...).
 func (r *Report) Err() error { return r.stageErr }
 
-// step is one stage of the pipeline: it fills its part of the report and
-// returns an error when the node is unsafe and the run must stop.
-type step struct {
-	name string
-	run  func(u *upRun, ctx context.Context, st *StageResult) error
-}
-
-// upRun is the environment the steps share.
+// upRun is the environment the stages share. The run has two phases, as
+// terraform's plan and apply: plan reads and validates every stage's inputs
+// (the inventory, the patched spec, the k3s config files, drop-ins, labels
+// and taints) and writes nothing; apply runs the stages that act (the spec
+// write, the self-test, the drop-in write). Bad input of any stage is
+// therefore found before the first write.
 type upRun struct {
 	host   *hostfs.Root
 	opts   UpOptions
 	report *Report
 	inv    *gpu.Inventory // healthy GPUs only, for the self-test and labels
+	stages [4]StageResult // inventory, cdi, selftest, join; Status "" until the stage runs
+	patch  *cdi.PatchPlan // the cdi stage's plan
+	expect int            // device names the spec was checked for
 }
+
+// stage indexes into upRun.stages, in pipeline order.
+const (
+	iInventory = iota
+	iCDI
+	iSelftest
+	iJoin
+)
 
 // Up runs the boot pipeline: inventory, CDI patch, self-test, join, in
 // that order, stopping at the first stage that makes the node unsafe.
 //
-// Before any stage it runs the preflight (outputs writable, --container
-// inputs present); a preflight failure returns (nil, error) and nothing is
-// written. Otherwise it writes the status file (and the metrics file when
-// set) whatever the verdict, and notifies the service manager; the
-// returned error is then about those files only, and the node's verdict is
-// Report.Ready and Report.Err.
+// It first plans: it reads the inventory and every stage's inputs and
+// validates them (the spec and its patch, the k3s config files and
+// drop-ins, the labels and taints, duplicates included) without writing.
+// A plan that fails stops the run before anything but the status and
+// metrics files is written. Then it runs the preflight (outputs writable,
+// --container inputs present) and applies: writes the spec, runs the
+// self-test, writes the drop-in.
+//
+// A usage error from the inventory (an unknown simulated server) or a
+// preflight failure returns (nil, error) and nothing is written, not even
+// the status file. Otherwise it writes the status file (and the metrics
+// file when set) whatever the verdict, and notifies the service manager;
+// when those files cannot be written the verdict becomes "not ready" (the
+// verdict printed is the verdict reached) and the returned error, marked
+// fault.ErrCantWrite, says why. The node's verdict is Report.Ready and
+// Report.Err.
 func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -189,16 +208,22 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		Version: opts.Version, StartedAt: opts.Now().UTC(), StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile,
 		FilesChanged: []string{},
 	}}
-	if err := u.preflight(); err != nil {
-		return nil, err
+	for i, name := range []string{StageInventory, StageCDI, StageSelftest, StageJoin} {
+		u.stages[i].Name = name
 	}
+	start := opts.Now()
 	u.notify("STATUS=inspecting GPUs")
-	u.runSteps(ctx, []step{
-		{StageInventory, (*upRun).inventory},
-		{StageCDI, (*upRun).cdi},
-		{StageSelftest, (*upRun).selftest},
-		{StageJoin, (*upRun).join},
-	})
+	stopped := u.plan()
+	if errors.Is(stopped, fault.ErrUsage) {
+		return nil, stopped
+	}
+	if stopped == nil {
+		if err := u.preflight(); err != nil {
+			return nil, err
+		}
+		stopped = u.apply(ctx)
+	}
+	u.finish(start, stopped, iInventory, iCDI, iSelftest, iJoin)
 	r := u.report
 	switch {
 	case !r.Ready:
@@ -209,6 +234,15 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		r.Verdict = "ready"
 	}
 	err := u.writeOutputs()
+	if err != nil {
+		// k3s.service requires nodeprep.service, which now fails: the
+		// node does not join, whatever the stages said.
+		r.Ready = false
+		r.Verdict = "not ready: " + err.Error()
+		if r.stageErr == nil {
+			r.stageErr = err
+		}
+	}
 	if r.Ready {
 		u.notify("READY=1\nSTATUS=" + r.Verdict)
 	} else {
@@ -217,42 +251,79 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	return r, err
 }
 
-// runSteps runs steps in order, skipping the rest after the first failure,
-// and sets the report's stages, duration, peak RSS, Ready and stage error.
-func (u *upRun) runSteps(ctx context.Context, steps []step) {
-	opts := u.opts
-	start := opts.Now()
-	var stopped error
-	for _, s := range steps {
-		st := StageResult{Name: s.name, Status: StatusOK}
-		if stopped != nil {
-			st.Status = StatusSkipped
-			u.report.Stages = append(u.report.Stages, st)
-			continue
-		}
-		t0 := opts.Now()
-		err := s.run(u, ctx, &st)
-		st.DurationMS = ms(opts.Now().Sub(t0))
-		if err != nil {
-			st.Status = StatusFailed
-			if len(st.Reasons) == 0 {
-				st.Reasons = []string{err.Error()}
-			}
-			stopped = err
-			// The report carries the reason; logging it louder would say
-			// it twice on a terminal and in the journal.
-			opts.Log.Debug("stage failed", "stage", s.name, "err", err)
-		}
-		u.report.Stages = append(u.report.Stages, st)
-	}
+// finish puts the stages at the indexes idx into the report (a stage that
+// never ran is skipped) and sets its duration, peak RSS and readiness.
+func (u *upRun) finish(start time.Time, stopped error, idx ...int) {
 	r := u.report
-	r.DurationMS = ms(opts.Now().Sub(start))
+	for _, i := range idx {
+		st := u.stages[i]
+		if st.Status == "" {
+			st.Status = StatusSkipped
+		}
+		r.Stages = append(r.Stages, st)
+	}
+	r.DurationMS = ms(u.opts.Now().Sub(start))
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
 	}
 	r.stageErr = stopped
 	r.Ready = stopped == nil
+}
+
+// run runs f as part of stage i, adding its time to the stage's and
+// marking the stage failed when f fails.
+func (u *upRun) run(i int, f func(st *StageResult) error) error {
+	st := &u.stages[i]
+	if st.Status == "" {
+		st.Status = StatusOK
+	}
+	t0 := u.opts.Now()
+	err := f(st)
+	st.DurationMS += ms(u.opts.Now().Sub(t0))
+	if err != nil {
+		st.Status = StatusFailed
+		if len(st.Reasons) == 0 {
+			st.Reasons = []string{err.Error()}
+		}
+		// The report carries the reason; logging it louder would say it
+		// twice on a terminal and in the journal.
+		u.opts.Log.Debug("stage failed", "stage", st.Name, "err", err)
+	}
+	return err
+}
+
+// plan reads and validates every stage's inputs and writes nothing. When a
+// later stage's plan fails, the stages planned before it are marked skipped:
+// nothing of theirs was applied.
+func (u *upRun) plan() error {
+	if err := u.run(iInventory, u.inventory); err != nil {
+		return err
+	}
+	if err := u.run(iCDI, u.planCDI); err != nil {
+		return err
+	}
+	if err := u.run(iJoin, u.planJoin); err != nil {
+		if st := &u.stages[iCDI]; st.Status != StatusFailed {
+			st.Status = StatusSkipped
+			st.Summary = fmt.Sprintf("%s not patched: nothing written (the %s stage's input is invalid)", u.opts.CDI.Spec, StageJoin)
+			st.Reasons = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// apply runs the stages that act, in order, on the plan.
+func (u *upRun) apply(ctx context.Context) error {
+	if err := u.run(iCDI, u.applyCDI); err != nil {
+		return err
+	}
+	if err := u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) }); err != nil {
+		return err
+	}
+	u.stages[iJoin] = StageResult{Name: StageJoin} // planned; now for real, with the self-test's labels
+	return u.run(iJoin, u.join)
 }
 
 // preflight checks, before any stage writes, everything the run will
@@ -319,7 +390,7 @@ func (u *upRun) notify(state string) {
 	}
 }
 
-func (u *upRun) inventory(_ context.Context, st *StageResult) error {
+func (u *upRun) inventory(st *StageResult) error {
 	inv, err := u.opts.Inventory()
 	if err != nil {
 		return err
@@ -353,21 +424,24 @@ func (u *upRun) inventory(_ context.Context, st *StageResult) error {
 	return nil
 }
 
-func (u *upRun) cdi(_ context.Context, st *StageResult) error {
+// planCDI reads the spec, patches it in memory and checks the result
+// (device names, host paths, the CDI library's validation). It writes
+// nothing; findings that are errors fail the stage.
+func (u *upRun) planCDI(st *StageResult) error {
 	expect, err := ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
 	if err != nil {
 		return err
 	}
+	u.expect = len(expect)
 	opts := u.opts.CDI
 	opts.Expect = expect
-	res, err := cdi.PatchFile(u.host, opts, false)
+	plan, err := cdi.PlanPatch(u.host, opts)
 	if err != nil {
 		return err
 	}
+	u.patch = plan
+	res := plan.Result
 	u.report.CDI = res
-	if res.Written {
-		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
-	}
 	var warnings []string
 	for _, f := range res.Findings {
 		if f.Severity == cdi.SeverityError {
@@ -376,15 +450,8 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 			warnings = append(warnings, f.Code+": "+f.Message)
 		}
 	}
-	verb := "unchanged"
-	switch {
-	case len(st.Reasons) > 0:
-		verb = "not patched: nothing written"
-	case res.Written:
-		verb = fmt.Sprintf("patched (%s)", count(len(res.Changes), "change"))
-	}
-	st.Summary = fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(len(expect), "device name"))
 	if len(st.Reasons) > 0 {
+		st.Summary = u.cdiSummary("not patched: nothing written")
 		st.Reasons = append(st.Reasons, warnings...)
 		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s, nothing written", res.Spec, count(len(st.Reasons)-len(warnings), "problem")))
 	}
@@ -393,6 +460,26 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 		st.Reasons = warnings
 	}
 	return nil
+}
+
+// applyCDI writes the spec the plan patched, when it changed.
+func (u *upRun) applyCDI(st *StageResult) error {
+	if err := cdi.ApplyPatch(u.host, u.patch); err != nil {
+		return err
+	}
+	res := u.patch.Result
+	verb := "unchanged"
+	if res.Written {
+		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
+		verb = fmt.Sprintf("patched (%s)", count(len(res.Changes), "change"))
+	}
+	st.Summary = u.cdiSummary(verb)
+	return nil
+}
+
+func (u *upRun) cdiSummary(verb string) string {
+	res := u.patch.Result
+	return fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(u.expect, "device name"))
 }
 
 func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
@@ -450,7 +537,50 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	return failure // marked by selftest's and ctrtest's Report.Err: 69 for a missing library or runtime, else 1
 }
 
-func (u *upRun) join(_ context.Context, st *StageResult) error {
+// planJoin validates the join stage's inputs before anything is written:
+// the labels (the user's, duplicates included, and the generated ones as
+// they will be if the self-test passes, and under PolicyTaint also if it
+// fails), the taints, and the k3s config file, drop-ins and arguments
+// merged as k3s would (k3s.Plan: malformed YAML, misspelt keys, invalid
+// entries, FIFOs, later files that undo nodeprep's entries). The stage
+// runs again for real after the self-test, with its actual result.
+func (u *upRun) planJoin(st *StageResult) error {
+	adapters := len(u.inv.GPUs)
+	for _, r := range []struct {
+		verdict string
+		tainted bool
+	}{{SelftestPassed, false}, {SelftestFailed, true}} {
+		if r.tainted && u.opts.OnSelftestFailure != PolicyTaint {
+			continue
+		}
+		if _, err := u.planDropIn(r.verdict, adapters, r.tainted); err != nil {
+			return err
+		}
+	}
+	st.Summary = "planned: " + u.opts.Join.DropInPath()
+	return nil
+}
+
+// planDropIn computes the node's labels for a self-test verdict and plans
+// the drop-in with them (k3s.Plan; nothing is written).
+func (u *upRun) planDropIn(verdict string, adapters int, tainted bool) (*k3s.Result, error) {
+	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: verdict, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
+	if err != nil {
+		return nil, err
+	}
+	opts := u.opts.Join
+	opts.Labels = labels
+	if tainted {
+		t, err := k3s.ParseTaint(UnhealthyTaint)
+		if err != nil {
+			return nil, err
+		}
+		opts.Taints = append(append([]k3s.Taint(nil), opts.Taints...), t)
+	}
+	return k3s.Plan(u.host, opts)
+}
+
+func (u *upRun) join(st *StageResult) error {
 	result := SelftestPassed
 	adapters := 0
 	if rep := u.report.Selftest; rep != nil {
@@ -463,20 +593,7 @@ func (u *upRun) join(_ context.Context, st *StageResult) error {
 			}
 		}
 	}
-	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: result, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
-	if err != nil {
-		return err
-	}
-	opts := u.opts.Join
-	opts.Labels = labels
-	if u.report.Tainted {
-		t, err := k3s.ParseTaint(UnhealthyTaint)
-		if err != nil {
-			return err
-		}
-		opts.Taints = append(append([]k3s.Taint(nil), opts.Taints...), t)
-	}
-	res, err := k3s.Plan(u.host, opts)
+	res, err := u.planDropIn(result, adapters, u.report.Tainted)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
 func upHost(t *testing.T, scenario string) *hostfs.Root {
@@ -203,5 +205,204 @@ func TestUpPreflight(t *testing.T) {
 				t.Error("the spec was written before the outputs were checked")
 			}
 		})
+	}
+}
+
+// treeSnapshot records every path under the host root with its mode and
+// bytes (a link's target), except those under skip (host paths).
+func treeSnapshot(t *testing.T, h *hostfs.Root, skip ...string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	err := filepath.WalkDir(h.Dir(), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := "/" + strings.TrimPrefix(strings.TrimPrefix(p, h.Dir()), "/")
+		for _, s := range skip {
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				return nil
+			}
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		v := st.Mode().String()
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			v += " -> " + target
+		case st.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(data)
+		}
+		snap[rel] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func diffSnapshots(before, after map[string]string) []string {
+	var out []string
+	for p, v := range after {
+		if b, ok := before[p]; !ok {
+			out = append(out, "created "+p)
+		} else if b != v {
+			out = append(out, "changed "+p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			out = append(out, "removed "+p)
+		}
+	}
+	return out
+}
+
+// TestUpPlansBeforeWriting: up reads and validates every stage's inputs
+// before its first write. On a host whose spec needs patching, bad join
+// input (k3s files, labels, taints) stops the run with the input's exit
+// code and leaves every file byte-identical but up's own report (the
+// status and metrics files).
+func TestUpPlansBeforeWriting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		files   map[string]string // host path → content ("FIFO" makes a FIFO)
+		taints  []string          // extra taints
+		labels  []string          // extra labels
+		kind    error
+		failed  string
+		message string
+	}{
+		{name: "malformed k3s YAML", files: map[string]string{"/etc/rancher/k3s/config.yaml": "node-label: [site=a\n"}, kind: fault.ErrMalformed, failed: StageJoin, message: "config.yaml"},
+		{name: "misspelt key", files: map[string]string{"/etc/rancher/k3s/config.yaml": "node-labels: [site=a]\n"}, kind: fault.ErrMalformed, failed: StageJoin, message: "node-labels"},
+		{name: "bad taint in config.yaml", files: map[string]string{"/etc/rancher/k3s/config.yaml": "node-taint: [gpu=x:NoScheduled]\n"}, kind: fault.ErrMalformed, failed: StageJoin, message: "NoScheduled"},
+		{name: "FIFO drop-in", files: map[string]string{"/etc/rancher/k3s/config.yaml.d/10-site.yaml": "FIFO"}, kind: fault.ErrMalformed, failed: StageJoin, message: "FIFO"},
+		{name: "FIFO config.yaml", files: map[string]string{"/etc/rancher/k3s/config.yaml": "FIFO"}, kind: fault.ErrMalformed, failed: StageJoin, message: "FIFO"},
+		{name: "duplicate taint keys", taints: []string{"dedicated=a:NoSchedule", "dedicated=b:NoSchedule"}, kind: fault.ErrMalformed, failed: StageJoin, message: "unique by key and effect"},
+		{name: "duplicate label keys", labels: []string{"site=a", "site=b"}, kind: fault.ErrMalformed, failed: StageJoin, message: `"site" given twice`},
+		{name: "a later drop-in undoes ours", files: map[string]string{"/etc/rancher/k3s/config.yaml.d/90-site.yaml": "node-taint: [dedicated=infra:NoExecute]\n"}, kind: fault.ErrCheckFailed, failed: StageJoin, message: "90-site.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := upHost(t, "nixos-h200")
+			for p, content := range tt.files {
+				local, _ := host.Path(p)
+				if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				if content == "FIFO" {
+					err = syscall.Mkfifo(local, 0o644)
+				} else {
+					err = os.WriteFile(local, []byte(content), 0o644)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := upOptions(simulated("dgx-h200"), nil)
+			taints, err := k3s.ParseTaints(tt.taints)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Join.Taints = NodeTaints(true, taints)
+			if opts.ExtraLabels, err = k3s.ParseLabels(tt.labels); err != nil {
+				t.Fatal(err)
+			}
+			before := treeSnapshot(t, host, "/run/nodeprep")
+			rep, err := Up(context.Background(), host, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := diffSnapshots(before, treeSnapshot(t, host, "/run/nodeprep")); len(diff) > 0 {
+				t.Errorf("bad input changed the host: %v", diff)
+			}
+			if rep.Ready || !errors.Is(rep.Err(), tt.kind) {
+				t.Fatalf("ready=%v err=%v, want %v", rep.Ready, rep.Err(), tt.kind)
+			}
+			want := map[string]string{StageInventory: StatusOK, StageCDI: StatusSkipped, StageSelftest: StatusSkipped, StageJoin: StatusFailed}
+			for _, s := range rep.Stages {
+				if s.Status != want[s.Name] {
+					t.Errorf("stage %s is %s, want %s (%v)", s.Name, s.Status, want[s.Name], s.Reasons)
+				}
+			}
+			if !strings.Contains(rep.Verdict, tt.message) {
+				t.Errorf("verdict %q does not name %q", rep.Verdict, tt.message)
+			}
+			if rep.CDI == nil || !rep.CDI.Changed || rep.CDI.Written {
+				t.Errorf("the spec should have been planned (changed) and not written: %+v", rep.CDI)
+			}
+		})
+	}
+}
+
+// TestUpUsageErrorWritesNothing: an inventory that is a usage error (an
+// unknown simulated server) writes nothing, not even the status file or
+// its directory.
+func TestUpUsageErrorWritesNothing(t *testing.T) {
+	t.Parallel()
+	host := upHost(t, "nixos-h200")
+	before := treeSnapshot(t, host)
+	rep, err := Up(context.Background(), host, upOptions(simulated("dgx-h999"), nil))
+	if !errors.Is(err, fault.ErrUsage) || rep != nil {
+		t.Fatalf("Up = %v, %v; want a usage error and no report", rep, err)
+	}
+	if diff := diffSnapshots(before, treeSnapshot(t, host)); len(diff) > 0 {
+		t.Errorf("a usage error changed the host: %v", diff)
+	}
+}
+
+// breakingNotifier replaces the status file with a directory when the
+// self-test starts: after the spec was written, before the status file is.
+type breakingNotifier struct {
+	host   *hostfs.Root
+	states []string
+}
+
+func (n *breakingNotifier) Notify(s string) error {
+	n.states = append(n.states, s)
+	if strings.Contains(s, "self-test") {
+		p, _ := n.host.Path("/run/nodeprep/status.json")
+		return os.MkdirAll(p, 0o755)
+	}
+	return nil
+}
+
+// TestUpVerdictIsTheVerdictReached: when the status file cannot be written
+// after the spec and the drop-in were (a full disk), the report says not
+// ready, the error is ErrCantWrite, and READY=1 is not sent.
+func TestUpVerdictIsTheVerdictReached(t *testing.T) {
+	t.Parallel()
+	host := upHost(t, "nixos-h200")
+	n := &breakingNotifier{host: host}
+	opts := upOptions(simulated("dgx-h200"), n)
+	// A probe that fails at once, joined tainted: the run reaches "ready,
+	// tainted" and writes the spec and the drop-in without a driver.
+	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
+	opts.OnSelftestFailure = PolicyTaint
+	rep, err := Up(context.Background(), host, opts)
+	if !errors.Is(err, fault.ErrCantWrite) {
+		t.Fatalf("err = %v, want ErrCantWrite", err)
+	}
+	if rep.Ready || !strings.HasPrefix(rep.Verdict, "not ready: ") || !strings.Contains(rep.Verdict, "status.json") {
+		t.Errorf("ready=%v verdict %q: want not ready naming the status file", rep.Ready, rep.Verdict)
+	}
+	if !errors.Is(rep.Err(), fault.ErrCantWrite) {
+		t.Errorf("Err() = %v", rep.Err())
+	}
+	if strings.Contains(strings.Join(n.states, "\n"), "READY=1") {
+		t.Errorf("READY=1 sent: %q", n.states)
+	}
+	if len(rep.FilesChanged) != 2 {
+		t.Errorf("files changed %v: want the spec and the drop-in (the fault must come after them)", rep.FilesChanged)
 	}
 }

@@ -2,7 +2,9 @@
 # `make bench`: every performance number nodeprep reports, in one run.
 #  1. Go benchmarks (in-process): CDI patch (8-GPU and 64-device MIG specs),
 #     inventory of the simulated DGX H200, k3s merge, self-test matching.
-#  2. Whole `nodeprep cdi patch` process vs the jq pipeline (bench-cdi.sh).
+#  2. Whole `nodeprep cdi patch` process vs the jq pipeline (bench-cdi.sh),
+#     and on a generated 10,000-device spec: time and peak RSS
+#     (bench-hugespec.sh).
 #  3. Whole `nodeprep selftest` process vs `vulkaninfo --summary` on
 #     lavapipe (bench-selftest.sh).
 #  4. The `up` demo: whole-process time, peak RSS, and each stage's time.
@@ -21,6 +23,9 @@ go test -run '^$' -bench . -benchmem -count 1 ./cdi ./nodeprep/gpu ./nodeprep/k3
 
 echo; echo "== cdi patch, whole process"
 ./scripts/bench-cdi.sh
+
+echo; echo "== cdi patch, the 10,000-device spec"
+./scripts/bench-hugespec.sh
 
 if [ -x scripts/bench-selftest.sh ]; then
   echo; echo "== selftest, whole process"

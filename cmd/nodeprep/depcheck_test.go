@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +15,21 @@ type goPackage struct {
 	Imports    []string
 	Deps       []string
 	GoFiles    []string
+	CgoFiles   []string // files that import "C" (the probe's shim): not in GoFiles
 	Dir        string
 }
 
 func listPackages(t *testing.T) []goPackage {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps=false", "-json", "github.com/nodeprep/nodeprep/...").Output()
+	return listPackagesIn(t, "", "github.com/nodeprep/nodeprep/...")
+}
+
+// listPackagesIn runs go list in dir ("" = here) on pattern.
+func listPackagesIn(t *testing.T, dir, pattern string) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps=false", "-json", pattern)
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -58,25 +68,60 @@ func TestDependencies(t *testing.T) {
 // TestDomainPackagesStayQuiet: below cmd/ nothing reads flags, the
 // environment or os.Args, or writes to os.Stdout/os.Stderr (comments aside).
 func TestDomainPackagesStayQuiet(t *testing.T) {
-	banned := []string{"os.Stdout", "os.Stderr", "os.Args", "os.Getenv(", "os.Environ(", "os.LookupEnv(", `"flag"`, "spf13/pflag"}
 	for _, p := range listPackages(t) {
 		if strings.Contains(p.ImportPath, "/cmd/") {
 			continue
 		}
-		for _, f := range p.GoFiles {
-			data, err := os.ReadFile(filepath.Join(p.Dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for n, line := range strings.Split(string(data), "\n") {
-				if code, _, _ := strings.Cut(line, "//"); strings.TrimSpace(code) != "" {
-					for _, b := range banned {
-						if strings.Contains(code, b) {
-							t.Errorf("%s:%d uses %s: domain packages take what they need as arguments", filepath.Join(p.ImportPath, f), n+1, b)
-						}
+		for _, v := range noisyLines(t, p) {
+			t.Error(v)
+		}
+	}
+}
+
+// noisyLines returns one message per line of p's Go files, cgo files
+// included, that uses what domain packages must not.
+func noisyLines(t *testing.T, p goPackage) []string {
+	t.Helper()
+	banned := []string{"os.Stdout", "os.Stderr", "os.Args", "os.Getenv(", "os.Environ(", "os.LookupEnv(", `"flag"`, "spf13/pflag"}
+	var out []string
+	for _, f := range append(append([]string(nil), p.GoFiles...), p.CgoFiles...) {
+		data, err := os.ReadFile(filepath.Join(p.Dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(data), "\n") {
+			if code, _, _ := strings.Cut(line, "//"); strings.TrimSpace(code) != "" {
+				for _, b := range banned {
+					if strings.Contains(code, b) {
+						out = append(out, fmt.Sprintf("%s:%d uses %s: domain packages take what they need as arguments", filepath.Join(p.ImportPath, f), n+1, b))
 					}
 				}
 			}
 		}
+	}
+	return out
+}
+
+// TestQuietCheckSeesCgoFiles: a cgo file (import "C", as the probe's
+// probe.go) is listed in CgoFiles, not GoFiles, and the check reads it.
+func TestQuietCheckSeesCgoFiles(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":   "module example.com/noisy\n\ngo 1.22\n",
+		"plain.go": "package noisy\n",
+		"shim.go":  "package noisy\n\n// #include <stdlib.h>\nimport \"C\"\n\nimport \"os\"\n\nvar Home = os.Getenv(\"HOME\")\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkgs := listPackagesIn(t, dir, "./...")
+	if len(pkgs) != 1 || len(pkgs[0].CgoFiles) != 1 {
+		t.Fatalf("go list: %+v, want one package with one cgo file (is CGO_ENABLED off?)", pkgs)
+	}
+	got := noisyLines(t, pkgs[0])
+	if len(got) != 1 || !strings.Contains(got[0], "shim.go:8 uses os.Getenv(") {
+		t.Errorf("noisy lines %q, want shim.go:8's os.Getenv", got)
 	}
 }

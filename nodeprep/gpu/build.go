@@ -164,7 +164,10 @@ func (e *LibraryError) Unwrap() []error { return []error{ErrLibraryNotFound, e.R
 // version, device count) or of Shutdown gives an error marked
 // fault.ErrUnavailable naming the query. A failure on one GPU is not an
 // error: that GPU is reported with Health.Healthy false and a reason
-// (ReasonLost for NVML_ERROR_GPU_IS_LOST), the other GPUs as usual.
+// (ReasonLost for NVML_ERROR_GPU_IS_LOST), the other GPUs as usual; so is
+// a GPU whose UUID is malformed or also reported by another GPU (both are
+// then unhealthy). UUIDs with bytes that are not printable ASCII are kept
+// escaped (strconv.QuoteToASCII's escapes).
 // NVML_ERROR_NOT_SUPPORTED (and ERROR_FUNCTION_NOT_FOUND, from a driver too
 // old for the call) leaves the field absent.
 func Build(lib nvml.Interface, opts ...Option) (inv *Inventory, err error) {
@@ -203,6 +206,7 @@ func Build(lib nvml.Interface, opts ...Option) (inv *Inventory, err error) {
 	for i := range count {
 		inv.GPUs = append(inv.GPUs, readGPU(lib, i))
 	}
+	checkUUIDs(inv)
 	return inv, nil
 }
 

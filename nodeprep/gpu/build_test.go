@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -248,6 +249,19 @@ func TestBuildGPUFaults(t *testing.T) {
 				t.Errorf("reading stopped after a non-fatal error")
 			}
 		}},
+		{"UUID with control bytes", 6, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "GPU-\x1b[2J\x07", nvml.SUCCESS }
+		}, []string{`NVML reported a malformed UUID "GPU-\x1b[2J\a"`}, func(t *testing.T, g GPU) {
+			if g.UUID != `GPU-\x1b[2J\a` {
+				t.Errorf("UUID %q: want the control bytes escaped", g.UUID)
+			}
+		}},
+		{"UUID without GPU- prefix", 6, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "00000000-0000-0000-0000-000000000006", nvml.SUCCESS }
+		}, []string{`NVML reported a malformed UUID "00000000-0000-0000-0000-000000000006"`}, nil},
+		{"UUID in another form", 6, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "GPU-{00000000-0000-0000-0000-000000000006}", nvml.SUCCESS }
+		}, []string{`NVML reported a malformed UUID "GPU-{00000000-0000-0000-0000-000000000006}"`}, nil},
 		{"malformed bus id", 3, func(_ *server.Server, d *server.Device) {
 			d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.SUCCESS }
 		}, []string{`reading PCI info: malformed PCI bus id "": no function`}, nil},
@@ -277,6 +291,37 @@ func TestBuildGPUFaults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuildDuplicateUUIDs: two GPUs that report the same UUID are both
+// unhealthy (a consumer asking for that UUID could get either), each
+// naming the other; the rest stay healthy.
+func TestBuildDuplicateUUIDs(t *testing.T) {
+	t.Parallel()
+	s := simulated(t, "dgx-a100")
+	same := device(s, 1).UUID
+	device(s, 5).GetUUIDFunc = func() (string, nvml.Return) { return same, nvml.SUCCESS }
+	inv, err := Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range inv.GPUs {
+		switch i {
+		case 1, 5:
+			other := 6 - i
+			want := []string{fmt.Sprintf("NVML reported UUID %s for GPU %d too", same, other)}
+			if g.Health.Healthy || !slices.Equal(g.Health.Reasons, want) {
+				t.Errorf("GPU %d: %+v, want unhealthy with %q", i, g.Health, want)
+			}
+		default:
+			if !g.Health.Healthy {
+				t.Errorf("GPU %d: %+v", i, g.Health)
+			}
+		}
+	}
+	if n := len(inv.Healthy()); n != 6 {
+		t.Errorf("%d healthy GPUs, want 6", n)
 	}
 }
 

@@ -153,7 +153,22 @@ func ReadRegularFile(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is %s: %w", path, describeMode(st.Mode()), ErrNotRegular)
 	}
-	return io.ReadAll(f)
+	// One buffer of the file's size (and a little to see the end):
+	// io.ReadAll's doubling would hold up to twice a big spec.
+	buf := make([]byte, 0, st.Size()+512)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) { // the file grew while we read it
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }
 
 // ReadDir lists the directory hostPath names, sorted by name.
@@ -214,6 +229,9 @@ type WriteOptions struct {
 // a temporary file in the same directory is written and fsynced, renamed
 // over the target, and the directory is fsynced. On any error the old file
 // is left as it was. It refuses to write through a symlink at hostPath.
+// Temporary files an earlier, killed write left for the same target
+// (renameio's ".<name><digits>") are removed first; callers hold the host
+// lock (Lock), so no other nodeprep is writing them.
 // Errors other than the validator's are marked fault.ErrCantWrite.
 func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error {
 	dir, err := r.Path(path.Dir(hostPath))
@@ -221,11 +239,14 @@ func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error 
 		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
 	}
 	if opts.MkdirAll {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := MkdirAll(dir); err != nil {
 			return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
 		}
 	}
 	target := filepath.Join(dir, path.Base(hostPath))
+	if err := removeStaleTemps(dir, path.Base(hostPath)); err != nil {
+		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
+	}
 	mode := opts.Mode
 	if mode == 0 {
 		mode = 0o644
@@ -294,7 +315,7 @@ func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
 		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
 	}
 	if mkdir {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := MkdirAll(dir); err != nil {
 			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
 		}
 	}
@@ -308,6 +329,70 @@ func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
 	cerr := f.Close()
 	if err := errors.Join(cerr, os.Remove(f.Name())); err != nil {
 		return fault.CantWrite(fmt.Errorf("checking %q: probe file %s: %w", hostPath, f.Name(), err))
+	}
+	return nil
+}
+
+// DirMode is the mode of every directory nodeprep creates (/run/nodeprep,
+// the drop-in directory): readable by all, as the files in them are
+// (status.json is for monitoring agents), whatever the process's umask.
+const DirMode fs.FileMode = 0o755
+
+// MkdirAll creates dir (a path on this machine) and its missing parents
+// with DirMode, setting the mode explicitly on each directory it creates
+// so that a umask (systemd's UMask=0077, say) cannot narrow it. Existing
+// directories are left as they are.
+func MkdirAll(dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := os.Chmod(d, DirMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isTempName reports whether name is a temporary file renameio made for
+// base: "." + base + a decimal number (renameio's openTempFile).
+func isTempName(name, base string) bool {
+	digits, ok := strings.CutPrefix(name, "."+base)
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// removeStaleTemps removes the regular files in dir that isTempName names
+// for base: what a write killed between creating and renaming its
+// temporary file (SIGKILL, power loss) left behind.
+func removeStaleTemps(dir, base string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && isTempName(e.Name(), base) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing a stale temporary file: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -215,3 +215,69 @@ func TestWriteFileKeepsOwnerAndRefusesDirectories(t *testing.T) {
 		t.Errorf("empty root: %v", err)
 	}
 }
+
+// TestDirModeUnderUmask: directories nodeprep creates (the lock's, a
+// write's) are 0755 whatever the umask (systemd's UMask=0077).
+// Not parallel: the umask is the process's.
+func TestDirModeUnderUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := root.Lock(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if err := root.WriteFile("/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml", []byte("x"), hostfs.WriteOptions{MkdirAll: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"/run", "/run/nodeprep", "/etc", "/etc/rancher/k3s", "/etc/rancher/k3s/config.yaml.d"} {
+		st, err := os.Stat(filepath.Join(dir, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != hostfs.DirMode {
+			t.Errorf("%s is %v, want %v", d, st.Mode().Perm(), hostfs.DirMode)
+		}
+	}
+}
+
+// TestWriteRemovesStaleTemps: a temporary file a killed write left
+// (renameio's ".<name><digits>") is removed by the next write of the same
+// file; other files that look alike are kept.
+func TestWriteRemovesStaleTemps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dir, "run/nodeprep")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := []string{".status.json8674665223082153551", ".status.json1"}
+	kept := []string{".status.json.bak", ".status.jsonx1", ".other.json123", "status.json123"}
+	for _, n := range append(append([]string{}, stale...), kept...) {
+		if err := os.WriteFile(filepath.Join(local, n), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := root.WriteFile("/run/nodeprep/status.json", []byte("{}\n"), hostfs.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range stale {
+		if _, err := os.Lstat(filepath.Join(local, n)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want removed", n, err)
+		}
+	}
+	for _, n := range kept {
+		if _, err := os.Lstat(filepath.Join(local, n)); err != nil {
+			t.Errorf("%s: %v, want kept", n, err)
+		}
+	}
+}

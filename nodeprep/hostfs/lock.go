@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -27,7 +26,7 @@ func (r *Root) Lock(ctx context.Context, wait time.Duration) (unlock func() erro
 	if err != nil {
 		return nil, fault.CantWrite(fmt.Errorf("taking lock %q: %w", LockPath, err))
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := MkdirAll(filepath.Dir(p)); err != nil {
 		return nil, fault.CantWrite(fmt.Errorf("taking lock %q: %w", LockPath, err))
 	}
 	fl := flock.New(p, flock.SetPermissions(0o600))

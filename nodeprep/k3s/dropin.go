@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -277,6 +277,17 @@ func (o Options) withDefaults() Options {
 		o.DropIn = DefaultDropIn
 	}
 	return o
+}
+
+// CheckUnique returns an error, marked fault.ErrMalformed, naming each
+// invalid label or taint, each label key given twice with different values
+// and each taint key and effect given twice with different values (a
+// node's taints are unique by key and effect: k8s.io/api core/v1 Taint).
+// Plan applies the same rules; commands call this to refuse their flags
+// before anything is read or written.
+func CheckUnique(labels []Label, taints []Taint) error {
+	_, _, err := normalise(labels, taints)
+	return err
 }
 
 // normalise validates, de-duplicates and sorts nodeprep's labels and taints.

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -81,13 +81,16 @@ func IsDropInName(name string) bool {
 // whose names IsDropInName accepts, sorted by name in byte order (k3s uses
 // os.ReadDir, which sorts by name). Directories are skipped, as k3s does. A
 // missing file or directory is not an error; an unreadable one is, marked
-// fault.ErrUnavailable.
+// fault.ErrUnavailable; a FIFO, device or socket where a file should be is
+// marked fault.ErrMalformed (exit 65, as for the spec and the config file).
 func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 	var files []File
 	data, err := root.ReadFile(configPath)
 	switch {
 	case err == nil:
 		files = append(files, File{Path: configPath, Data: data})
+	case errors.Is(err, hostfs.ErrNotRegular):
+		return nil, fault.Malformed(fmt.Errorf("reading k3s config %q: %w", configPath, err))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fault.Unavailable(fmt.Errorf("reading k3s config %q: %w", configPath, err))
 	}
@@ -117,6 +120,9 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 			continue
 		}
 		data, err := root.ReadFile(p)
+		if errors.Is(err, hostfs.ErrNotRegular) {
+			return nil, fault.Malformed(fmt.Errorf("reading k3s drop-in %q: %w", p, err))
+		}
 		if err != nil {
 			return nil, fault.Unavailable(fmt.Errorf("reading k3s drop-in %q: %w", p, err))
 		}

@@ -22,6 +22,20 @@ func (f *inventoryFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.nvmlLib, "nvml-lib", "", "path of libnvidia-ml.so.1 (default: the dynamic linker's search)")
 }
 
+// check validates --simulate and --nvml-lib without building anything, so
+// that a command can refuse them (exit 2) before it takes the lock or
+// writes anything.
+func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
+	if f.simulate == "" {
+		return nil
+	}
+	if fs.Changed("nvml-lib") {
+		return fault.Usage(errors.New("--simulate and --nvml-lib exclude each other"))
+	}
+	_, err := gpu.Simulated(f.simulate)
+	return err
+}
+
 // inventory builds the inventory from the simulated server (--simulate) or
 // from NVML, loaded from --nvml-lib, else the config's nvml.library, else
 // through the dynamic linker.

@@ -93,6 +93,9 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	if fs.Changed("no-default-taint") {
 		defaultTaint = !o.noDefaultTaint
 	}
+	if err := k3s.CheckUnique(userLabels, nodeprep.NodeTaints(defaultTaint, userTaints)); err != nil {
+		return joinSettings{}, err
+	}
 	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
 	return joinSettings{
 		opts: k3s.Options{

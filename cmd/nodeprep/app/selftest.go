@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
@@ -303,7 +306,14 @@ func shaderCacheDir(g *globals) string {
 	}
 	p, err := g.host.Path(shaderCacheHostPath)
 	if err == nil {
-		err = os.MkdirAll(p, 0o700)
+		// /run/nodeprep is 0755 whichever command creates it; the cache
+		// inside it is private.
+		err = hostfs.MkdirAll(filepath.Dir(p))
+	}
+	if err == nil {
+		if err = os.Mkdir(p, 0o700); errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
 	}
 	if err != nil {
 		g.log.Debug("shader cache off", "dir", shaderCacheHostPath, "err", err)

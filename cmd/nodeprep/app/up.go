@@ -68,6 +68,9 @@ Exit status: 0 ready, 1 not ready, and the stage's own code for bad input
 func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
 	cfg := g.cfg
+	if err := o.inv.check(fs); err != nil {
+		return err
+	}
 	policy := flagOr(fs, "on-selftest-failure", o.onSelftestFailure, cfg.Up.OnSelftestFailure)
 	js, err := o.joinFlags.resolve(g, fs)
 	if err != nil {

@@ -1,0 +1,187 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+)
+
+// TestExitCodeNumbers pins every exit code by its number (DESIGN.md,
+// "Exit codes"): the constants are compared with literals once here, so a
+// changed constant fails a test even where other tests compare with it.
+func TestExitCodeNumbers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("unmarked"), 1},
+		{fault.CheckFailed(errors.New("x")), 1},
+		{fault.Usage(errors.New("x")), 2},
+		{fault.Malformed(errors.New("x")), 65},
+		{fault.Unavailable(errors.New("x")), 69},
+		{fault.CantWrite(errors.New("x")), 73},
+		{fault.Locked(errors.New("x")), 75},
+		{fmt.Errorf("wrapped: %w", fault.CantWrite(errors.New("x"))), 73},
+	}
+	for _, tt := range tests {
+		if got := ExitCode(tt.err); got != tt.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	for name, c := range map[string][2]int{
+		"ExitOK": {ExitOK, 0}, "ExitCheckFailed": {ExitCheckFailed, 1}, "ExitUsage": {ExitUsage, 2},
+		"ExitMalformed": {ExitMalformed, 65}, "ExitUnavailable": {ExitUnavailable, 69},
+		"ExitCantWrite": {ExitCantWrite, 73}, "ExitLocked": {ExitLocked, 75},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s = %d, want %d", name, c[0], c[1])
+		}
+	}
+}
+
+// hostTree records every path under dir with its mode and bytes.
+func hostTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		v := st.Mode().String()
+		if st.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(data)
+		} else if st.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			v += " -> " + target
+		}
+		tree[strings.TrimPrefix(p, dir)] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+func treeChanges(before, after map[string]string) []string {
+	var out []string
+	for p, v := range after {
+		if b, ok := before[p]; !ok {
+			out = append(out, "created "+p)
+		} else if b != v {
+			out = append(out, "changed "+p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			out = append(out, "removed "+p)
+		}
+	}
+	return out
+}
+
+// TestBadInputWritesNothing: every command refuses bad input with its exit
+// code and leaves the host tree byte-identical (no status file, no lock
+// directory, no rewritten spec).
+func TestBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		config string // the config file's content ("" = none)
+		args   []string
+		code   int
+		stderr string
+	}{
+		{name: "up, unknown simulated server", args: []string{"up", "--simulate", "dgx-h999"}, code: 2, stderr: "dgx-h999"},
+		{name: "up, empty --device-names", args: []string{"up", "--simulate", "dgx-h200", "--device-names", ""}, code: 2, stderr: "device-name"},
+		{name: "up, cdi.deviceNames: []", config: "cdi:\n  deviceNames: []\n", args: []string{"up", "--simulate", "dgx-h200"}, code: 65, stderr: "cdi.deviceNames"},
+		{name: "up, a label key twice", args: []string{"up", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
+		{name: "up, a taint key twice", args: []string{"up", "--simulate", "dgx-h200", "--taint", "d=a:NoSchedule", "--taint", "d=b:NoSchedule"}, code: 65, stderr: "unique by key and effect"},
+		{name: "join, a label key twice", args: []string{"join", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
+		{name: "cdi patch, a bad join section", config: "join:\n  taints: [gpu=x:NoScheduled]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.taints"},
+		{name: "cdi patch, a join label twice", config: "join:\n  labels: [site=a, site=b]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.labels"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := hostCopy(t, "nixos-h200")
+			args := []string{"--root", root}
+			if tt.config != "" {
+				cfg := filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", cfg)
+			}
+			before := hostTree(t, root)
+			_, stderr, code := runCLI(t, append(args, tt.args...)...)
+			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d naming %q", code, stderr, tt.code, tt.stderr)
+			}
+			if diff := treeChanges(before, hostTree(t, root)); len(diff) > 0 {
+				t.Errorf("bad input changed the host: %v", diff)
+			}
+		})
+	}
+}
+
+// TestPatchDryRunWritesNowhere: `cdi patch --dry-run` validates the result
+// without a temporary file, in the root or in $TMPDIR (here a directory
+// that does not exist, so any attempt fails the run).
+func TestPatchDryRunWritesNowhere(t *testing.T) {
+	tmp := filepath.Join(t.TempDir(), "absent")
+	t.Setenv("TMPDIR", tmp)
+	root := hostCopy(t, "nixos-h200")
+	before := hostTree(t, root)
+	out, stderr, code := runCLI(t, "--root", root, "cdi", "patch", "--dry-run")
+	if code != 0 || !strings.Contains(out, "+") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want a diff", code, out, stderr)
+	}
+	if diff := treeChanges(before, hostTree(t, root)); len(diff) > 0 {
+		t.Errorf("--dry-run changed the host: %v", diff)
+	}
+	if _, err := os.Stat(tmp); err == nil {
+		t.Errorf("--dry-run created $TMPDIR")
+	}
+}
+
+// TestSpecSizeLimit: a spec larger than cdi.MaxSpecSize (64 MiB) is
+// refused as malformed input (65) by every command that reads it, before
+// it is read, and nothing is written but the lock `cdi patch` takes
+// before it reads the spec.
+func TestSpecSizeLimit(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"cdi", "patch"}, {"cdi", "check", "--simulate", "dgx-h200"}, {"cdi", "patch", "--dry-run"}} {
+		root := hostCopy(t, "nixos-h200")
+		// A sparse file: 64 MiB and one byte, no disk used.
+		if err := os.Truncate(filepath.Join(root, specRel), 64<<20+1); err != nil {
+			t.Fatal(err)
+		}
+		before := hostTree(t, root)
+		_, stderr, code := runCLI(t, append([]string{"--root", root}, args...)...)
+		if code != 65 || !strings.Contains(stderr, "64 MiB") {
+			t.Errorf("%v: exit %d, stderr %q; want 65 naming the limit", args, code, stderr)
+		}
+		after := hostTree(t, root)
+		delete(after, "/run/nodeprep")
+		delete(after, "/run/nodeprep/lock")
+		if diff := treeChanges(before, after); len(diff) > 0 {
+			t.Errorf("%v changed the host: %v", args, diff)
+		}
+	}
+}
