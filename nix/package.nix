@@ -61,7 +61,7 @@ buildGoModule {
   # over go.mod/go.sum and the Go packages, as buildGoModule makes it.
   # `scripts/vendor-hash.sh --update` recomputes it without nixpkgs, and
   # `make nix-check` (so `make test` and CI) fails when it is stale.
-  vendorHash = "sha256-yxYNVJXnmvF48GyLBLOWiwT1ZRUDbcBzx9L7FvCFInE=";
+  vendorHash = "sha256-3NEsdHDqbXfYi00caaYcxmkT+vhjUxXwP8Ow0Ignk/I=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
