@@ -148,7 +148,7 @@ func TestPatchDryRunWritesNowhere(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	root := hostCopy(t, "nixos-h200")
 	before := hostTree(t, root)
-	out, stderr, code := runCLI(t, "--root", root, "cdi", "patch", "--dry-run")
+	out, stderr, code := runCLI(t, "--root", root, "cdi", "patch", "--dry-run", "--diff")
 	if code != 0 || !strings.Contains(out, "+") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want a diff", code, out, stderr)
 	}
