@@ -22,7 +22,11 @@ const DefaultSpecPath = "/var/run/cdi/nvidia-container-toolkit.json"
 // FileOptions name the spec file and where the graphics files are.
 type FileOptions struct {
 	// Spec is the host path of the spec (DefaultSpecPath).
-	Spec     string
+	Spec string
+	// SpecDirs are the runtime's CDI spec directories (host paths, lowest
+	// priority first; containerd's cdi_spec_dirs); empty means the CDI
+	// library's defaults. Only the specset package reads them.
+	SpecDirs []string
 	Discover DiscoverOptions // where to look for the graphics files
 	// Expect are the devices the patched spec must serve (from the
 	// inventory); PatchFile writes nothing when one is missing.
@@ -41,6 +45,10 @@ type PatchResult struct {
 	// Diff is a unified diff of the file, empty when unchanged.
 	Diff     string    `json:"diff,omitempty" yaml:"diff,omitempty"`
 	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
+	// Related are the other GPU specs the runtime serves (package
+	// specset), each patched the same way; their findings are in
+	// Findings too, prefixed with their path.
+	Related []*PatchResult `json:"related,omitempty" yaml:"related,omitempty"`
 }
 
 // CheckResult is what CheckFile found.
@@ -48,6 +56,10 @@ type CheckResult struct {
 	Spec     string    `json:"spec" yaml:"spec"`         // host path of the spec
 	Findings Findings  `json:"findings" yaml:"findings"` // one per problem, errors first
 	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
+	// Related are the other GPU specs the runtime serves (package
+	// specset), each checked the same way; their findings are in Findings
+	// too, prefixed with their path.
+	Related []*CheckResult `json:"related,omitempty" yaml:"related,omitempty"`
 }
 
 // nameFindings warns about a spec file name the CDI library's directory

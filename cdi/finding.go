@@ -37,6 +37,11 @@ const (
 	CodeMissingDeviceNode  = "missing-device-node"      // a GPU's /dev/nvidia<minor> is not in its device's edits
 	CodeNoLdcacheHook      = "no-ldcache-hook"          // no update-ldcache hook: bare sonames rely on the image's cache
 	CodeSpecName           = "spec-name"                // a spec file runtimes will not load (not *.json or *.yaml)
+	CodeConflictingSpecs   = "conflicting-specs"        // two specs in one CDI directory declare the same device: the library drops it
+	CodeUnpatchableSpec    = "unpatchable-spec"         // a GPU spec the runtime serves that nodeprep cannot patch (read-only store)
+	CodeSpecNotRead        = "spec-not-read"            // the named spec is in none of the runtime's CDI directories
+	CodeShadowedDevice     = "shadowed-device"          // a later CDI directory serves the same device name
+	CodePluginSpec         = "device-plugin-spec"       // the device plugin's own spec: it rewrites it when it starts
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:
@@ -90,3 +95,7 @@ func (fs Findings) sorted() Findings {
 	})
 	return out
 }
+
+// Sorted returns the findings errors first, then by code and message, so
+// output is stable.
+func (fs Findings) Sorted() Findings { return fs.sorted() }

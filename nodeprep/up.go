@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -335,13 +336,15 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 	}
 	opts := u.opts.CDI
 	opts.Expect = expect
-	res, err := cdi.PatchFile(u.host, opts, false)
+	res, err := specset.Patch(u.host, opts, false)
 	if err != nil {
 		return err
 	}
 	u.report.CDI = res
-	if res.Written {
-		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
+	for _, r := range append([]*cdi.PatchResult{res}, res.Related...) {
+		if r.Written {
+			u.report.FilesChanged = append(u.report.FilesChanged, r.Spec)
+		}
 	}
 	var warnings []string
 	for _, f := range res.Findings {

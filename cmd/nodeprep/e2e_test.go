@@ -14,6 +14,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // The end-to-end tests run the built binary the way `make demo` does, with
@@ -52,11 +53,7 @@ func lavapipe(t *testing.T) (icd, egl string) {
 
 func hostCopy(t *testing.T, scenario string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return dst
+	return testkit.HostCopy(t, scenario)
 }
 
 type result struct {

@@ -1,6 +1,8 @@
 package ctrtest
 
 import (
+	"github.com/nodeprep/nodeprep/cdi/specset"
+
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +55,12 @@ type Options struct {
 	// spec in its directory, resolved under the host root, as a runtime
 	// configured with that directory would (default cdi.DefaultSpecPath).
 	Spec string
+	// SpecDirs are the runtime's CDI spec directories (host paths, lowest
+	// priority first): the container's devices are resolved against every
+	// spec in them, as containerd does with cdi_spec_dirs. Empty means
+	// specset.DefaultDirs; the spec's own directory is added (last, highest
+	// priority) when it is not among them.
+	SpecDirs []string
 	// Kind is the CDI kind of the devices (default DefaultKind); each GPU's
 	// device is <Kind>=<its NVML UUID>.
 	Kind string
@@ -184,10 +193,12 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		rep.fail(selftest.ReasonNoGPUs, "the inventory has no GPU: nothing to test")
 		return rep, nil
 	}
-	specDir, err := host.Path(path.Dir(o.Spec))
-	if err != nil {
-		rep.fail(ReasonCDIUnresolvable, "CDI spec directory of %s: %v", o.Spec, err)
-		return rep, nil
+	specDirs := o.SpecDirs
+	if len(specDirs) == 0 {
+		specDirs = specset.DefaultDirs
+	}
+	if !slices.Contains(specDirs, path.Dir(o.Spec)) {
+		specDirs = append(slices.Clone(specDirs), path.Dir(o.Spec))
 	}
 
 	work, err := os.MkdirTemp(o.WorkDir, "nodeprep-container-")
@@ -200,7 +211,7 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		}
 	}()
 	r := &runner{
-		o: o, host: host, image: image, binary: binary, specDir: specDir, work: work,
+		o: o, host: host, image: image, binary: binary, specDirs: specDirs, work: work,
 		rt: &Runtime{Path: rt, StateDir: path.Join(work, "state"), Log: o.Log},
 	}
 	if v, err := r.rt.Version(ctx); err == nil {
@@ -247,7 +258,7 @@ type runner struct {
 	host     *hostfs.Root
 	image    *hostfs.Root
 	binary   string
-	specDir  string
+	specDirs []string // host paths of the runtime's CDI spec directories
 	work     string
 	rt       *Runtime
 	argv     []string // the probe's command line in the container, without the request
@@ -272,7 +283,7 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 	}
 
 	// A cache per set: RerootDeviceNodes edits what it loaded.
-	cache, err := NewCache(r.specDir)
+	cache, _, err := specset.NewCache(r.host, r.specDirs)
 	if err != nil {
 		c.fail(ReasonCDIUnresolvable, "%v", err)
 		return c

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
@@ -28,6 +29,7 @@ func newCDICommand(g *globals) *cobra.Command {
 // specFlags are the inputs cdi patch and cdi check share.
 type specFlags struct {
 	spec       string
+	specDirs   []string
 	driverRoot string
 	glvndDirs  []string
 	arch       string
@@ -36,6 +38,7 @@ type specFlags struct {
 func (f *specFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.spec, "spec", cdi.DefaultSpecPath, "host path of the CDI spec")
+	fs.StringArrayVar(&f.specDirs, "spec-dir", nil, "a CDI spec directory the container runtime reads (repeatable, lowest priority first, as containerd's cdi_spec_dirs; default /etc/cdi and /var/run/cdi)")
 	fs.StringVar(&f.driverRoot, "driver-root", "/run/opengl-driver", "host directory of the driver's graphics files")
 	fs.StringVar(&f.arch, "arch", runtime.GOARCH, "host architecture as GOARCH names it (amd64, arm64): picks the ICD manifest and the multiarch library directory")
 	fs.StringArrayVar(&f.glvndDirs, "glvnd-dir", nil, "host directory holding libEGL.so.1 and the other glvnd dispatch libraries (repeatable; default <driver-root>/lib)")
@@ -46,7 +49,8 @@ func (f *specFlags) options(g *globals, cmd *cobra.Command) cdi.FileOptions {
 	fs := cmd.Flags()
 	c := g.cfg.CDI
 	return cdi.FileOptions{
-		Spec: flagOr(fs, "spec", f.spec, c.Spec),
+		Spec:     flagOr(fs, "spec", f.spec, c.Spec),
+		SpecDirs: flagOr(fs, "spec-dir", f.specDirs, c.SpecDirs),
 		Discover: cdi.DiscoverOptions{
 			DriverRoot: flagOr(fs, "driver-root", f.driverRoot, c.DriverRoot),
 			GlvndDirs:  flagOr(fs, "glvnd-dir", f.glvndDirs, c.GlvndDirs),
@@ -106,7 +110,7 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		}
 		defer unlock() //nolint:errcheck // released on exit anyway
 	}
-	res, err := cdi.PatchFile(g.host, opts, dry)
+	res, err := specset.Patch(g.host, opts, dry)
 	if err != nil {
 		return err
 	}
@@ -136,6 +140,8 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 func writePatchText(w io.Writer, res *cdi.PatchResult) error {
 	verb := "patched"
 	switch {
+	case res.Findings.Errors() > 0 && !res.Written:
+		verb = "not patched: nothing written because of the problems below"
 	case !res.Changed:
 		verb = "already patched, unchanged"
 	case !res.Written && res.Findings.Errors() > 0:
@@ -149,6 +155,13 @@ func writePatchText(w io.Writer, res *cdi.PatchResult) error {
 	for _, c := range res.Changes {
 		if _, err := fmt.Fprintf(w, "  %s\n", c); err != nil {
 			return err
+		}
+	}
+	for _, rel := range res.Related {
+		for _, c := range rel.Changes {
+			if _, err := fmt.Fprintf(w, "  %s: %s\n", rel.Spec, c); err != nil {
+				return err
+			}
 		}
 	}
 	for _, f := range res.Findings {
@@ -210,7 +223,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		return err
 	}
 	opts.Expect = expect
-	res, err := cdi.CheckFile(g.host, opts)
+	res, err := specset.Check(g.host, opts)
 	if err != nil {
 		return err
 	}

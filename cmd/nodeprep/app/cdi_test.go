@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // runCLI runs nodeprep in-process and returns its output and exit code.
@@ -24,11 +24,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // hostCopy copies testdata/hosts/<scenario> to a temporary root.
 func hostCopy(t *testing.T, scenario string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), scenario)
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return dst
+	return testkit.HostCopy(t, scenario)
 }
 
 const specRel = "run/cdi/nvidia-container-toolkit.json"
@@ -62,6 +58,19 @@ func TestCDIExitCodes(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specPath: /x\n"), 0o644)
 		}, want: 65, stderr: "field specPath not found"},
+		{name: "duplicate-spec-check", scenario: "dup-spec-copy", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "conflicting-specs  /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml"},
+		{name: "duplicate-spec-patch", scenario: "dup-spec-copy", args: []string{"cdi", "patch"}, want: 1, stdout: "not patched: nothing written"},
+		{name: "plugin-kind-patch", scenario: "plugin-kind", args: []string{"cdi", "patch"}, want: 0, stdout: "  /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json: add vulkan-icd", changed: true},
+		{name: "plugin-store-patch", scenario: "plugin-kind-store", args: []string{"cdi", "patch"}, want: 1, stdout: "unpatchable-spec"},
+		{name: "spec-dir-flag", scenario: "plugin-kind-store", args: []string{"cdi", "patch", "--spec-dir", "/var/run/cdi"}, want: 0, changed: true},
+		{name: "spec-dirs-config", scenario: "plugin-kind-store", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [/var/run/cdi]\n"), 0o644)
+		}, want: 0, changed: true},
+		{name: "spec-dirs-relative", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [etc/cdi]\n"), 0o644)
+		}, want: 65, stderr: "cdi.specDirs"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
