@@ -102,6 +102,12 @@ type Graphics struct {
 	// LibDirs are host directories searched for a manifest's bare soname:
 	// <driver root>/lib, then the glvnd directories.
 	LibDirs []string `json:"libDirs" yaml:"libDirs"`
+	// ContainerLibDir is the container library directory
+	// (ContainerPaths.LibDir) a library named by bare soname goes to when
+	// no folder the dynamic linker searches provides it.
+	ContainerLibDir string `json:"containerLibDir" yaml:"containerLibDir"`
+	// DriverVersion is DiscoverOptions.DriverVersion.
+	DriverVersion string `json:"driverVersion,omitempty" yaml:"driverVersion,omitempty"`
 	// Findings are problems on the host (no ICD, dangling link, partial
 	// glvnd set, unreadable manifest).
 	Findings Findings `json:"findings,omitempty" yaml:"findings,omitempty"`
@@ -121,6 +127,9 @@ type DiscoverOptions struct {
 	// Paths are the container paths; zero fields take
 	// DefaultContainerPaths(Arch).
 	Paths ContainerPaths
+	// DriverVersion is the driver version NVML reports ("550.54.15"); empty
+	// means the version the Vulkan driver library's file name carries.
+	DriverVersion string
 }
 
 // Discover finds the graphics files under the driver root, by glob,
@@ -154,6 +163,8 @@ func Discover(host *hostfs.Root, opts DiscoverOptions) (*Graphics, error) {
 		glvndDirs = []string{libDir}
 	}
 	d.g.LibDirs = uniq(append([]string{libDir}, glvndDirs...))
+	d.g.ContainerLibDir = paths.LibDir
+	d.g.DriverVersion = opts.DriverVersion
 
 	d.icd(opts.DriverRoot, opts.Arch, paths.ICD)
 	d.manifests(RoleLayer, KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)

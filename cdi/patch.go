@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/nodeprep/nodeprep/cdi/ctrfs"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -123,6 +125,8 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 			a.library(f, lib, apply)
 		}
 	}
+	a.driverLibs(apply)
+	a.deviceNodes(apply)
 	if apply {
 		from := a.spec.Version
 		if RaiseVersion(a.spec) {
@@ -287,14 +291,25 @@ func systemLibDirs(libDir string) []string {
 	return []string{libDir, "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"}
 }
 
-// libDir is the container library directory the glvnd set goes to.
+// libDir is the container library directory the glvnd set and libraries
+// named by bare soname go to: the configured one (cdi.containerPaths.libDir),
+// whether or not a glvnd set was found.
 func (a *analyzer) libDir() string {
+	if a.g.ContainerLibDir != "" {
+		return a.g.ContainerLibDir
+	}
 	for _, f := range a.g.Files {
 		if f.Role == RoleGlvnd {
 			return path.Dir(f.ContainerPath)
 		}
 	}
 	return ""
+}
+
+// container is the container's file view with the spec's mounts as they
+// stand (an empty image: only what the spec mounts counts).
+func (a *analyzer) container() *ctrfs.FS {
+	return ctrfs.New(a.host, nil, a.effectiveMounts())
 }
 
 // library makes sure a library a mounted manifest names resolves in the
@@ -314,30 +329,45 @@ func (a *analyzer) library(f GraphicsFile, lib string, apply bool) {
 }
 
 func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
-	for _, m := range a.effectiveMounts() {
-		cp := path.Clean(m.ContainerPath)
-		if cp == lib {
-			return
-		}
-		if strings.HasPrefix(lib, cp+"/") && a.host.Exists(path.Join(m.HostPath, strings.TrimPrefix(lib, cp))) {
-			return
-		}
+	ctr := a.container()
+	e, err := ctr.Resolve(lib)
+	if err == nil && !e.Dir {
+		return
 	}
-	if !a.host.Exists(lib) {
+	// The host file: what the covering mount maps lib to, else lib itself
+	// (a store path mounted nowhere, F2).
+	hostLib, covered := ctr.HostPathOf(lib)
+	if !covered {
+		hostLib = lib
+	}
+	if !a.host.Exists(hostLib) {
 		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
 		return
 	}
-	if !a.sharedObject(lib) {
+	if !a.sharedObject(hostLib) {
 		// A manifest decides what nodeprep mounts into every GPU container:
 		// only a shared library may be mounted on its word.
 		a.findings = append(a.findings, errorf(CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
 		return
 	}
+	// Where the lookup broke is where the file must appear: at the end of
+	// the links the container follows (a link into /nix/store from a
+	// mounted directory), else at lib.
+	target := lib
+	var de *ctrfs.DanglingError
+	dangling := errors.As(err, &de) && len(de.Links) > 0 && !de.Loop
+	if dangling {
+		target = de.Unresolved
+	}
 	if !apply {
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+		if dangling {
+			a.findings = append(a.findings, errorf(CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it", f.Role, f.HostPath, lib, err))
+		} else {
+			a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+		}
 		return
 	}
-	a.addMount("library", a.stableAlias(lib), lib)
+	a.addMount("library", a.stableAlias(hostLib), target)
 }
 
 // stableAlias returns the path under a library directory of the driver root
@@ -356,24 +386,34 @@ func (a *analyzer) stableAlias(lib string) string {
 	return lib
 }
 
-func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
+// sonameProvided reports whether the dynamic linker in the container finds
+// soname: a mounted file of that name in a folder it searches, a versioned
+// file carrying that DT_SONAME in a folder the ldcache hook covers (the
+// hook's ldconfig makes the link), or an entry of a whole mounted folder the
+// hook covers that resolves in the container.
+func (a *analyzer) sonameProvided(soname string) bool {
 	folders, _ := a.ldcacheFolders()
 	for _, m := range a.effectiveMounts() {
 		cp := path.Clean(m.ContainerPath)
 		dir := path.Dir(cp)
 		if path.Base(cp) == soname && a.libSearchDir(dir) {
-			return
+			return true
 		}
-		// ldconfig, run by the hook over its folders, creates the soname
-		// link for a versioned file (libEGL_nvidia.so.550.54.15 provides
-		// libEGL_nvidia.so.0).
 		if slices.Contains(folders, dir) && a.soname(m.HostPath) == soname {
-			return
+			return true
 		}
-		// A whole folder mounted where the hook looks.
-		if slices.Contains(folders, cp) && a.host.Exists(path.Join(m.HostPath, soname)) {
-			return
+		if slices.Contains(folders, cp) {
+			if e, err := a.container().Resolve(path.Join(cp, soname)); err == nil && !e.Dir {
+				return true
+			}
 		}
+	}
+	return false
+}
+
+func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
+	if a.sonameProvided(soname) {
+		return
 	}
 	var hostLib string
 	for _, dir := range a.g.LibDirs {

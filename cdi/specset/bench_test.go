@@ -34,7 +34,7 @@ func BenchmarkCheckView3(b *testing.B) {
 		b.Fatal(err)
 	}
 	for path, kind := range map[string]string{
-		"/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json": "k8s.device-plugin.nvidia.com/gpu",
+		"/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json":  "k8s.device-plugin.nvidia.com/gpu",
 		"/var/run/cdi/nvidia-container-toolkit.coherent.json": "nvidia.com/gpu.coherent",
 	} {
 		var s map[string]any

@@ -75,6 +75,10 @@ func TestViewGolden(t *testing.T) {
 		{scenario: "dup-spec-copy", wantErr: true, code: cdi.CodeConflictingSpecs},
 		{scenario: "plugin-kind", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"}, code: cdi.CodePluginSpec},
 		{scenario: "plugin-kind-store", wantErr: true, code: cdi.CodeUnpatchableSpec},
+		{scenario: "dangling-dir-mount", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeDanglingInContainer},
+		{scenario: "missing-companion", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDriverLibrary},
+		{scenario: "modeset-not-in-spec", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDeviceNode},
+		{scenario: "modeset-absent", wantErr: true, code: cdi.CodeMissingDeviceNode},
 		{scenario: "coherent-sibling", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/nvidia-container-toolkit.coherent.json"}, code: cdi.CodeMissingICD},
 	}
 	for _, tt := range tests {

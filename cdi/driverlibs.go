@@ -1,0 +1,199 @@
+package cdi
+
+import (
+	"debug/elf"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// VulkanCompanions are the libraries the NVIDIA Vulkan driver
+// (libGLX_nvidia) opens itself with dlopen, by file name with the driver
+// version appended: they are in no DT_NEEDED, so only knowing them gets them
+// into the container. Without them vkCreateDevice fails inside with
+// "unable to open libnvidia-glvkspirv.so.<ver>" (the SPIR-V compiler) or the
+// shader compiler's equivalent (libnvidia-gpucomp, drivers since 530).
+var VulkanCompanions = []string{"libnvidia-glvkspirv.so.", "libnvidia-gpucomp.so."}
+
+// driverVersionSuffix matches a driver library's version suffix
+// (".so.550.54.15").
+var driverVersionSuffix = regexp.MustCompile(`\.so\.(\d+\.\d+(?:\.\d+)?)$`)
+
+// requirement is a library a mounted driver library needs in the
+// container, by file name.
+type requirement struct {
+	name string // file name, also its soname ("libnvidia-glvkspirv.so.550.54.15")
+	by   string // container path of the library that needs it
+	why  string // "DT_NEEDED" or "dlopen"
+}
+
+// driverLibs reports and (with apply) mounts every library a mounted driver
+// library needs that the container lacks: each DT_NEEDED that lives in the
+// driver root's lib directory, and the Vulkan driver's companions. A
+// mounted driver library is a mount whose host file is one of the driver
+// root's lib directory's entries. Each missing one goes next to the library
+// that needs it when the dynamic linker searches that folder, else to the
+// container library directory.
+func (a *analyzer) driverLibs(apply bool) {
+	if len(a.g.LibDirs) == 0 {
+		return
+	}
+	driverLib := a.g.LibDirs[0]
+	entries, err := a.host.ReadDir(driverLib)
+	if err != nil {
+		return
+	}
+	index := map[string]string{} // resolved host file → name in driverLib
+	for _, e := range entries {
+		index[a.resolve(path.Join(driverLib, e.Name()))] = e.Name()
+	}
+	var reqs []requirement
+	seen := map[string]bool{}
+	add := func(r requirement) {
+		if !seen[r.name] {
+			seen[r.name] = true
+			reqs = append(reqs, r)
+		}
+	}
+	vulkan := a.vulkanDriver(index)
+	for _, m := range a.effectiveMounts() {
+		name, ok := index[a.resolve(m.HostPath)]
+		if !ok {
+			continue
+		}
+		for _, n := range a.needed(m.HostPath) {
+			if _, ok := index[a.resolve(path.Join(driverLib, n))]; ok && a.host.Exists(path.Join(driverLib, n)) {
+				add(requirement{name: n, by: path.Clean(m.ContainerPath), why: "DT_NEEDED"})
+			}
+		}
+		if name == vulkan.name && vulkan.version != "" {
+			for _, c := range VulkanCompanions {
+				add(requirement{name: c + vulkan.version, by: path.Clean(m.ContainerPath), why: "dlopen"})
+			}
+		}
+	}
+	for _, r := range reqs {
+		if a.sonameProvided(r.name) {
+			continue
+		}
+		hostLib := path.Join(driverLib, r.name)
+		if !a.host.Exists(hostLib) {
+			a.findings = append(a.findings, errorf(CodeMissingDriverLibrary, "%s opens %s (%s), which %s does not have: the driver fails inside the container", r.by, r.name, r.why, driverLib))
+			continue
+		}
+		if !apply {
+			a.findings = append(a.findings, errorf(CodeMissingDriverLibrary, "%s opens %s (%s), which no mount puts where the dynamic linker looks in the container", r.by, r.name, r.why))
+			continue
+		}
+		dir := path.Dir(r.by)
+		if !a.libSearchDir(dir) {
+			dir = a.libDir()
+		}
+		a.addMount("driver-library", hostLib, path.Join(dir, r.name))
+	}
+}
+
+// vulkanLib is the Vulkan driver library's name in the driver root's lib
+// directory and the driver version its file carries.
+type vulkanLib struct{ name, version string }
+
+// vulkanDriver finds the library the ICD manifest names among the driver
+// root's libraries (index: resolved host file → name), and the driver
+// version: Graphics.DriverVersion (NVML's), else the version suffix of the
+// file it resolves to.
+func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
+	for _, f := range a.g.Files {
+		if f.Role != RoleICD || f.Manifest == nil || len(f.Manifest.Libraries) == 0 {
+			continue
+		}
+		lib := f.Manifest.Libraries[0]
+		host := lib
+		if !path.IsAbs(lib) {
+			host = path.Join(a.g.LibDirs[0], path.Base(lib))
+		}
+		real := a.resolve(host)
+		name, ok := index[real]
+		if !ok {
+			return vulkanLib{}
+		}
+		v := a.g.DriverVersion
+		if v == "" {
+			if m := driverVersionSuffix.FindStringSubmatch(path.Base(real)); m != nil {
+				v = m[1]
+			}
+		}
+		return vulkanLib{name: name, version: v}
+	}
+	return vulkanLib{}
+}
+
+// needed returns the DT_NEEDED entries of the ELF file at hostPath (none
+// for a file that is not ELF).
+func (a *analyzer) needed(hostPath string) []string {
+	p, err := a.host.Path(hostPath)
+	if err != nil {
+		return nil
+	}
+	ef, err := elf.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer ef.Close()
+	libs, err := ef.ImportedLibraries()
+	if err != nil {
+		return nil
+	}
+	return slices.DeleteFunc(libs, func(s string) bool { return strings.Contains(s, "/") })
+}
+
+// ModesetNode is the device node of nvidia-modeset.ko, which the NVIDIA
+// Vulkan driver opens also without a display: without it in the container
+// vkCreateInstance finds no NVIDIA physical device.
+const ModesetNode = "/dev/nvidia-modeset"
+
+// deviceNodes makes sure every container with a GPU gets the device nodes
+// the graphics driver opens besides the GPU's own: /dev/nvidia-modeset
+// when Vulkan is to be used (an ICD manifest was found). On the host but
+// not in the spec: added to the top-level deviceNodes (with apply) or
+// reported; on neither: reported.
+func (a *analyzer) deviceNodes(apply bool) {
+	if !slices.ContainsFunc(a.g.Files, func(f GraphicsFile) bool { return f.Role == RoleICD }) {
+		return
+	}
+	if a.hasDeviceNode(ModesetNode) {
+		return
+	}
+	switch {
+	case !a.host.Exists(ModesetNode):
+		a.findings = append(a.findings, errorf(CodeMissingDeviceNode, "%s is neither in the spec nor on the host: the Vulkan driver opens it (also without a display); load nvidia-modeset (NixOS: hardware.nvidia.modesetting.enable)", ModesetNode))
+	case !apply:
+		a.findings = append(a.findings, errorf(CodeMissingDeviceNode, "%s is on the host but not in the spec: the Vulkan driver opens it (also without a display)", ModesetNode))
+	default:
+		a.spec.ContainerEdits.DeviceNodes = append(a.spec.ContainerEdits.DeviceNodes, &specs.DeviceNode{Path: ModesetNode})
+		a.changes = append(a.changes, Change{Action: "add", Role: "device-node", HostPath: ModesetNode, ContainerPath: ModesetNode})
+	}
+}
+
+// hasDeviceNode reports whether every container with any of the spec's
+// devices gets the device node p: in the top-level edits or in every
+// device's.
+func (a *analyzer) hasDeviceNode(p string) bool {
+	has := func(e specs.ContainerEdits) bool {
+		return slices.ContainsFunc(e.DeviceNodes, func(d *specs.DeviceNode) bool { return d.Path == p })
+	}
+	if has(a.spec.ContainerEdits) {
+		return true
+	}
+	if len(a.spec.Devices) == 0 {
+		return false
+	}
+	for _, d := range a.spec.Devices {
+		if !has(d.ContainerEdits) {
+			return false
+		}
+	}
+	return true
+}
