@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"debug/elf"
+	"fmt"
 	"path"
 	"regexp"
 	"slices"
@@ -196,4 +197,48 @@ func (a *analyzer) hasDeviceNode(p string) bool {
 		}
 	}
 	return true
+}
+
+// driverLibVersion matches the version suffix of a library of the NVIDIA
+// driver itself (".so.550.54.15", ".so.580.95.05"): a major of three or
+// more digits, which no library bundled with the driver under its own
+// version (libnvidia-egl-wayland.so.1.1.13) has.
+var driverLibVersion = regexp.MustCompile(`\.so\.(\d{3,}\.\d+(?:\.\d+)?)$`)
+
+// driverVersions reports a spec that mounts driver libraries of more than
+// one driver version (an old store path left after an upgrade), or of a
+// version other than the driver's (Graphics.DriverVersion, from NVML): the
+// libraries of one driver only work with each other and with its kernel
+// module. It looks at every mount of the spec, top level and per device.
+func (a *analyzer) driverVersions() {
+	byVersion := map[string][]string{}
+	var versions []string
+	edits := []specs.ContainerEdits{a.spec.ContainerEdits}
+	for _, d := range a.spec.Devices {
+		edits = append(edits, d.ContainerEdits)
+	}
+	for _, e := range edits {
+		for _, m := range e.Mounts {
+			v := driverLibVersion.FindStringSubmatch(path.Base(m.HostPath))
+			if v == nil || slices.Contains(byVersion[v[1]], m.HostPath) {
+				continue
+			}
+			if len(byVersion[v[1]]) == 0 {
+				versions = append(versions, v[1])
+			}
+			byVersion[v[1]] = append(byVersion[v[1]], m.HostPath)
+		}
+	}
+	slices.Sort(versions)
+	want := a.g.DriverVersion
+	switch {
+	case len(versions) > 1:
+		var parts []string
+		for _, v := range versions {
+			parts = append(parts, fmt.Sprintf("%s (%d, e.g. %s)", v, len(byVersion[v]), byVersion[v][0]))
+		}
+		a.findings = append(a.findings, errorf(CodeMixedDriverVersion, "the spec mounts driver libraries of %d versions: %s; one driver's libraries work only together (regenerate the spec after the upgrade)", len(versions), strings.Join(parts, "; ")))
+	case len(versions) == 1 && want != "" && versions[0] != want:
+		a.findings = append(a.findings, errorf(CodeMixedDriverVersion, "the spec mounts driver libraries of %s (e.g. %s) but the driver is %s: regenerate the spec", versions[0], byVersion[versions[0]][0], want))
+	}
 }

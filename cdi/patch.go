@@ -127,6 +127,7 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 	}
 	a.driverLibs(apply)
 	a.deviceNodes(apply)
+	a.driverVersions()
 	if apply {
 		from := a.spec.Version
 		if RaiseVersion(a.spec) {

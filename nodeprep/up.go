@@ -336,6 +336,7 @@ func (u *upRun) cdi(_ context.Context, st *StageResult) error {
 	}
 	opts := u.opts.CDI
 	opts.Expect = expect
+	opts.Discover.DriverVersion = u.inv.DriverVersion
 	res, err := specset.Patch(u.host, opts, false)
 	if err != nil {
 		return err

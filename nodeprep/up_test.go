@@ -70,6 +70,7 @@ func TestUpStops(t *testing.T) {
 		{"index-names", "broken-index-names", simulated("dgx-h200"), StageCDI, "missing-device", fault.ErrCheckFailed},
 		{"malformed-spec", "broken-malformed-spec", simulated("dgx-h200"), StageCDI, "reading CDI spec", fault.ErrMalformed},
 		{"duplicate-spec", "dup-spec-copy", simulated("dgx-h200"), StageCDI, "conflicting-specs: /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml declare the same 17 device(s)", fault.ErrCheckFailed},
+		{"mixed-driver-version", "mixed-driver-version", simulated("dgx-h200"), StageCDI, "mixed-driver-version: the spec mounts driver libraries of 2 versions: 550.54.14", fault.ErrCheckFailed},
 		{"plugin-kind-store", "plugin-kind-store", simulated("dgx-h200"), StageCDI, "unpatchable-spec: pods asking for k8s.device-plugin.nvidia.com/gpu=GPU-", fault.ErrCheckFailed},
 	}
 	for _, tt := range tests {

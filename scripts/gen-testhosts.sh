@@ -273,6 +273,12 @@ elfstub "missing-companion$NVL/libnvidia-allocator.so.$VER" "libnvidia-allocator
 gcc -shared -nostdlib -s -Wl,-soname,libGLX_nvidia.so.0 -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
   -Wl,-z,noseparate-code -Wl,--no-as-needed -o "missing-companion$NVL/libGLX_nvidia.so.$VER" "$tmpc/stub.c" \
   "missing-companion$NVL/libnvidia-allocator.so.$VER"
+broken mixed-driver-version
+OLD=/nix/store/7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c2d-nvidia-x11-550.54.14-6.6.30/lib
+stub "mixed-driver-version$OLD/libnvidia-glcore.so.550.54.14"
+jq --arg new "$NVL/libnvidia-glcore.so.$VER" --arg old "$OLD/libnvidia-glcore.so.550.54.14" \
+  '.containerEdits.mounts |= map(if .hostPath == $new then .hostPath = $old | .containerPath = $old else . end)' "$S" \
+  > mixed-driver-version/run/cdi/nvidia-container-toolkit.json
 broken modeset-not-in-spec
 jq '.containerEdits.deviceNodes |= map(select(.path != "/dev/nvidia-modeset"))' "$S" > modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json
 broken modeset-absent
@@ -355,6 +361,11 @@ libnvidia-glvkspirv.so.$VER (both opened by the Vulkan driver with dlopen), and 
 libGLX_nvidia.so.$VER has a DT_NEEDED on libnvidia-allocator.so.$VER, which the spec does not
 mount either. cdi check names all three (missing-driver-library); cdi patch mounts them next to
 libGLX_nvidia in the folder the ldcache hook covers."
+readme mixed-driver-version "# mixed-driver-version
+nixos-h200 whose spec mounts libnvidia-glcore.so.550.54.14 from an old nvidia-x11 store path still
+present after the upgrade, and every other driver library at $VER (the version NVML reports).
+cdi check and cdi patch report mixed-driver-version naming both versions; nothing is written; up
+exits 1 with it."
 readme modeset-not-in-spec "# modeset-not-in-spec
 nixos-h200 whose spec lacks /dev/nvidia-modeset, which the host has (the Vulkan driver opens it,
 also without a display). cdi check reports missing-device-node; cdi patch adds it to the spec's

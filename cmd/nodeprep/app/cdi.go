@@ -217,6 +217,8 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		opts.Discover.DriverVersion = inv.DriverVersion
+		extra = append(extra, nodeprep.InventoryFindings(inv)...)
 	case errors.Is(err, fault.ErrUnavailable):
 		extra = append(extra, cdi.Finding{Severity: cdi.SeverityWarning, Code: inventoryFinding, Message: fmt.Sprintf("device names not checked: %v", err)})
 	default:

@@ -71,6 +71,7 @@ func TestCDIExitCodes(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [etc/cdi]\n"), 0o644)
 		}, want: 65, stderr: "cdi.specDirs"},
+		{name: "driver-version-from-nvml", scenario: "fhs-ubuntu", args: []string{"cdi", "check", "--simulate", "dgx-b200"}, want: 1, stdout: "mixed-driver-version  the spec mounts driver libraries of 550.54.15 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15) but the driver is 560.28.03"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
