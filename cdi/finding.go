@@ -40,6 +40,8 @@ const (
 	CodeDanglingInContainer  = "dangling-in-container"    // a path a loader opens is a link that leads nowhere inside the container
 	CodeMissingDriverLibrary = "missing-driver-library"   // a library a mounted driver library needs (DT_NEEDED, or a Vulkan companion it dlopens) is not in the container
 	CodeMixedDriverVersion   = "mixed-driver-version"     // driver libraries of more than one version, or not the driver's
+	CodeContainerPathChanged = "container-path-changed"   // a mount nodeprep made is not at the configured cdi.containerPaths
+	CodeOptionalLeftOut      = "optional-left-out"        // an optional piece (EGL platform, layer) whose library the host lacks: not mounted
 	CodeConflictingSpecs     = "conflicting-specs"        // two specs in one CDI directory declare the same device: the library drops it
 	CodeUnpatchableSpec      = "unpatchable-spec"         // a GPU spec the runtime serves that nodeprep cannot patch (read-only store)
 	CodeSpecNotRead          = "spec-not-read"            // the named spec is in none of the runtime's CDI directories

@@ -21,14 +21,17 @@ var MountOptions = []string{"ro", "nosuid", "nodev", "bind"}
 // Change is one edit Patch made to a spec.
 type Change struct {
 	// Action is "add" (a new mount), "replace" (a mount nodeprep owns got a
-	// new hostPath) or "cdiVersion" (the version was raised).
+	// new hostPath), "move" (a mount nodeprep made got the configured
+	// containerPath; From and To are the old and new one) or "cdiVersion"
+	// (the version was raised).
 	Action string `json:"action" yaml:"action"`
 	// Role is the graphics role, or "library" for a mount added so a
 	// manifest's library resolves.
 	Role          string `json:"role,omitempty" yaml:"role,omitempty"`
 	HostPath      string `json:"hostPath,omitempty" yaml:"hostPath,omitempty"`           // host path of the mount's source
 	ContainerPath string `json:"containerPath,omitempty" yaml:"containerPath,omitempty"` // where the mount appears in the container
-	// From and To are the old and new cdiVersion for Action "cdiVersion".
+	// From and To are the old and new cdiVersion for Action "cdiVersion",
+	// the old and new containerPath for "move".
 	From string `json:"from,omitempty" yaml:"from,omitempty"`
 	To   string `json:"to,omitempty" yaml:"to,omitempty"` // see From
 }
@@ -40,6 +43,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("cdiVersion %s → %s", c.From, c.To)
 	case "replace":
 		return fmt.Sprintf("replace %s: %s → %s", c.Role, c.ContainerPath, c.HostPath)
+	case "move":
+		return fmt.Sprintf("move %s: %s → %s", c.Role, c.From, c.To)
 	}
 	return fmt.Sprintf("add %s: %s → %s", c.Role, c.HostPath, c.ContainerPath)
 }
@@ -69,12 +74,15 @@ type analyzer struct {
 	host     *hostfs.Root
 	resolved map[string]string
 	sonames  map[string]string
+	// claimed are container paths a manifest names absolutely (or where
+	// its link leads): a mount there is never moved.
+	claimed  map[string]bool
 	changes  []Change
 	findings Findings
 }
 
 func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
-	return &analyzer{spec: spec, g: g, host: host, resolved: map[string]string{}, sonames: map[string]string{}}
+	return &analyzer{spec: spec, g: g, host: host, resolved: map[string]string{}, sonames: map[string]string{}, claimed: map[string]bool{}}
 }
 
 // run does the analysis; with apply it edits the spec, otherwise it only
@@ -86,7 +94,22 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 		if f.Role == RoleGlvnd {
 			glvnd++
 		}
-		if cp, ok := a.provided(f); ok {
+		if !Essential(f.Role) && f.Manifest != nil {
+			if missing := a.unavailableLibraries(f); len(missing) > 0 {
+				a.findings = append(a.findings, warnf(CodeOptionalLeftOut, "%s %s names %s, which the host does not have: left out (optional; only what needs it is affected)", f.Role, f.HostPath, strings.Join(missing, ", ")))
+				continue
+			}
+		}
+		if m, cp, ok := a.providedBy(f); ok {
+			// A changed cdi.containerPaths moves what nodeprep mounted.
+			if cp != f.ContainerPath && a.nodeprepMount(m) && a.topMountAt(f.ContainerPath) == nil {
+				if apply {
+					a.move(m, string(f.Role), f.ContainerPath)
+					cp = f.ContainerPath
+				} else {
+					a.findings = append(a.findings, warnf(CodeContainerPathChanged, "%s is mounted at %s, not at %s as configured: nodeprep cdi patch moves it", f.HostPath, cp, f.ContainerPath))
+				}
+			}
 			if f.Role == RoleGlvnd {
 				glvndProvided++
 			}
@@ -146,10 +169,73 @@ func missingFinding(f GraphicsFile) Finding {
 		RoleICD: "Vulkan ICD manifest", RoleLayer: "Vulkan implicit layer manifest", RoleEGLVendor: "EGL vendor manifest",
 		RoleEGLPlatform: "EGL external platform manifest", RoleGBM: "GBM backend", RoleGlvnd: "glvnd dispatch library",
 	}[f.Role]
-	return errorf(code, "%s %s is not mounted where the loader looks (want it at %s)", what, f.HostPath, f.ContainerPath)
+	return severityFor(f.Role, code, "%s %s is not mounted where the loader looks (want it at %s)", what, f.HostPath, f.ContainerPath)
+}
+
+// Essential reports whether a graphics role is part of the essential set,
+// whose absence blocks the node: the Vulkan ICD manifest, the EGL vendor
+// manifest and the glvnd dispatch libraries (and the libraries these
+// name). The rest (implicit layer, EGL external platforms such as
+// wayland, xcb or gbm, the GBM backend) is optional: a problem with it is a
+// warning, and it is left out rather than stop the patch.
+func Essential(r Role) bool {
+	return r == RoleICD || r == RoleEGLVendor || r == RoleGlvnd
+}
+
+// severityFor makes a finding about a file of role r: an error for the
+// essential set, a warning for an optional piece.
+func severityFor(r Role, code, format string, args ...any) Finding {
+	if Essential(r) {
+		return errorf(code, format, args...)
+	}
+	return warnf(code, format, args...)
+}
+
+// unavailableLibraries returns the libraries the manifest f names that
+// neither the container nor the host can provide.
+func (a *analyzer) unavailableLibraries(f GraphicsFile) []string {
+	var out []string
+	for _, lib := range f.Manifest.Libraries {
+		if strings.Contains(lib, "/") && !path.IsAbs(lib) {
+			lib = path.Join(path.Dir(f.ContainerPath), lib)
+		}
+		if path.IsAbs(lib) {
+			ctr := a.container()
+			if e, err := ctr.Resolve(lib); err == nil && !e.Dir {
+				continue
+			}
+			host, ok := ctr.HostPathOf(lib)
+			if !ok {
+				host = lib
+			}
+			if !a.host.Exists(host) || !a.sharedObject(host) {
+				out = append(out, lib)
+			}
+			continue
+		}
+		if a.sonameProvided(lib) || slices.ContainsFunc(a.g.LibDirs, func(d string) bool {
+			p := path.Join(d, lib)
+			return a.host.Exists(p) && a.sharedObject(p)
+		}) {
+			continue
+		}
+		out = append(out, lib)
+	}
+	return out
 }
 
 func (a *analyzer) addMount(role, hostPath, containerPath string) {
+	// The same file mounted by nodeprep under the same name in a folder the
+	// dynamic linker no longer searches (the old cdi.containerPaths.libDir)
+	// is moved, not mounted twice.
+	want := a.resolve(hostPath)
+	for _, m := range a.spec.ContainerEdits.Mounts {
+		if a.nodeprepMount(m) && path.Base(m.ContainerPath) == path.Base(containerPath) && a.resolve(m.HostPath) == want &&
+			!a.libSearchDir(path.Dir(path.Clean(m.ContainerPath))) && !a.claimed[path.Clean(m.ContainerPath)] {
+			a.move(m, role, containerPath)
+			return
+		}
+	}
 	a.spec.ContainerEdits.Mounts = append(a.spec.ContainerEdits.Mounts, &specs.Mount{
 		HostPath: hostPath, ContainerPath: containerPath, Options: slices.Clone(MountOptions),
 	})
@@ -230,9 +316,9 @@ func searchDirs(r Role) []string {
 	return nil
 }
 
-// provided reports whether the spec already puts f's host file where its
-// loader finds it, and at which container path.
-func (a *analyzer) provided(f GraphicsFile) (string, bool) {
+// providedBy reports whether the spec already puts f's host file where its
+// loader finds it, with the mount that does and its container path.
+func (a *analyzer) providedBy(f GraphicsFile) (*specs.Mount, string, bool) {
 	want := a.resolve(f.HostPath)
 	for _, m := range a.effectiveMounts() {
 		cp := path.Clean(m.ContainerPath)
@@ -242,15 +328,29 @@ func (a *analyzer) provided(f GraphicsFile) (string, bool) {
 		switch f.Role {
 		case RoleGlvnd, RoleGBM:
 			if cp == f.ContainerPath || path.Base(cp) == path.Base(f.ContainerPath) && a.libSearchDir(path.Dir(cp)) {
-				return cp, true
+				return m, cp, true
 			}
 		default:
 			if cp == f.ContainerPath || slices.Contains(searchDirs(f.Role), path.Dir(cp)) {
-				return cp, true
+				return m, cp, true
 			}
 		}
 	}
-	return "", false
+	return nil, "", false
+}
+
+// nodeprepMount reports whether m is a mount nodeprep made: in the spec's
+// top-level edits, from a host path it owns, at a container path other
+// than its host path (the generator mounts files at their host paths).
+// Only such a mount is moved when cdi.containerPaths changes.
+func (a *analyzer) nodeprepMount(m *specs.Mount) bool {
+	return slices.Contains(a.spec.ContainerEdits.Mounts, m) && a.owned(m.HostPath) && path.Clean(m.HostPath) != path.Clean(m.ContainerPath)
+}
+
+// move gives a mount nodeprep made its configured container path.
+func (a *analyzer) move(m *specs.Mount, role, to string) {
+	a.changes = append(a.changes, Change{Action: "move", Role: role, HostPath: m.HostPath, From: path.Clean(m.ContainerPath), To: to})
+	m.ContainerPath = to
 }
 
 // ldcacheFolders are the folders the spec's update-ldcache hooks add to the
@@ -330,9 +430,11 @@ func (a *analyzer) library(f GraphicsFile, lib string, apply bool) {
 }
 
 func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
+	a.claimed[lib] = true
 	ctr := a.container()
 	e, err := ctr.Resolve(lib)
 	if err == nil && !e.Dir {
+		a.claimed[e.Path] = true
 		return
 	}
 	// The host file: what the covering mount maps lib to, else lib itself
@@ -342,13 +444,13 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 		hostLib = lib
 	}
 	if !a.host.Exists(hostLib) {
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
 		return
 	}
 	if !a.sharedObject(hostLib) {
 		// A manifest decides what nodeprep mounts into every GPU container:
 		// only a shared library may be mounted on its word.
-		a.findings = append(a.findings, errorf(CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
+		a.findings = append(a.findings, severityFor(f.Role, CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
 		return
 	}
 	// Where the lookup broke is where the file must appear: at the end of
@@ -359,12 +461,13 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 	dangling := errors.As(err, &de) && len(de.Links) > 0 && !de.Loop
 	if dangling {
 		target = de.Unresolved
+		a.claimed[target] = true
 	}
 	if !apply {
 		if dangling {
-			a.findings = append(a.findings, errorf(CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it", f.Role, f.HostPath, lib, err))
+			a.findings = append(a.findings, severityFor(f.Role, CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it", f.Role, f.HostPath, lib, err))
 		} else {
-			a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+			a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
 		}
 		return
 	}
@@ -425,9 +528,9 @@ func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
 	}
 	switch {
 	case hostLib == "":
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and none of %s holds as a shared library", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and none of %s holds as a shared library", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
 	case !apply || a.libDir() == "":
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
 	default:
 		a.addMount("library", hostLib, path.Join(a.libDir(), soname))
 	}

@@ -279,6 +279,10 @@ stub "mixed-driver-version$OLD/libnvidia-glcore.so.550.54.14"
 jq --arg new "$NVL/libnvidia-glcore.so.$VER" --arg old "$OLD/libnvidia-glcore.so.550.54.14" \
   '.containerEdits.mounts |= map(if .hostPath == $new then .hostPath = $old | .containerPath = $old else . end)' "$S" \
   > mixed-driver-version/run/cdi/nvidia-container-toolkit.json
+broken optional-platform-missing
+XCB=nix/store/$NVH-nvidia-x11-$VER-6.6.30/share/egl/egl_external_platform.d/20_nvidia_xcb.json
+echo '{"file_format_version": "1.0.0", "ICD": {"library_path": "libnvidia-egl-xcb.so.1"}}' | json "optional-platform-missing/$XCB"
+lnk "/$XCB" "optional-platform-missing/nix/store/$GDH-graphics-drivers/share/egl/egl_external_platform.d/20_nvidia_xcb.json"
 broken modeset-not-in-spec
 jq '.containerEdits.deviceNodes |= map(select(.path != "/dev/nvidia-modeset"))' "$S" > modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json
 broken modeset-absent
@@ -366,6 +370,10 @@ nixos-h200 whose spec mounts libnvidia-glcore.so.550.54.14 from an old nvidia-x1
 present after the upgrade, and every other driver library at $VER (the version NVML reports).
 cdi check and cdi patch report mixed-driver-version naming both versions; nothing is written; up
 exits 1 with it."
+readme optional-platform-missing "# optional-platform-missing
+nixos-h200 whose driver ships an xcb EGL external platform manifest, 20_nvidia_xcb.json, naming
+libnvidia-egl-xcb.so.1, which the host does not have. An external platform is optional: cdi check
+and cdi patch warn optional-left-out and leave it out; the rest is patched and the node is ready."
 readme modeset-not-in-spec "# modeset-not-in-spec
 nixos-h200 whose spec lacks /dev/nvidia-modeset, which the host has (the Vulkan driver opens it,
 also without a display). cdi check reports missing-device-node; cdi patch adds it to the spec's

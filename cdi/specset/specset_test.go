@@ -80,6 +80,7 @@ func TestViewGolden(t *testing.T) {
 		{scenario: "modeset-not-in-spec", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDeviceNode},
 		{scenario: "modeset-absent", wantErr: true, code: cdi.CodeMissingDeviceNode},
 		{scenario: "mixed-driver-version", wantErr: true, code: cdi.CodeMixedDriverVersion},
+		{scenario: "optional-platform-missing", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeOptionalLeftOut},
 		{scenario: "coherent-sibling", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/nvidia-container-toolkit.coherent.json"}, code: cdi.CodeMissingICD},
 	}
 	for _, tt := range tests {
