@@ -70,7 +70,7 @@ func (a *analyzer) driverLibs(apply bool) {
 				add(requirement{name: n, by: path.Clean(m.ContainerPath), why: "DT_NEEDED"})
 			}
 		}
-		if name == vulkan.name && vulkan.version != "" {
+		if name == vulkan.name && vulkan.version != "" && vulkan.nvidia {
 			for _, c := range VulkanCompanions {
 				add(requirement{name: c + vulkan.version, by: path.Clean(m.ContainerPath), why: "dlopen"})
 			}
@@ -98,8 +98,12 @@ func (a *analyzer) driverLibs(apply bool) {
 }
 
 // vulkanLib is the Vulkan driver library's name in the driver root's lib
-// directory and the driver version its file carries.
-type vulkanLib struct{ name, version string }
+// directory, the driver version, and whether it is NVIDIA's (its file is
+// libGLX_nvidia.so.*: only NVIDIA's driver opens the companions).
+type vulkanLib struct {
+	name, version string
+	nvidia        bool
+}
 
 // vulkanDriver finds the library the ICD manifest names among the driver
 // root's libraries (index: resolved host file → name), and the driver
@@ -126,7 +130,7 @@ func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
 				v = m[1]
 			}
 		}
-		return vulkanLib{name: name, version: v}
+		return vulkanLib{name: name, version: v, nvidia: strings.HasPrefix(path.Base(real), "libGLX_nvidia.so")}
 	}
 	return vulkanLib{}
 }

@@ -35,6 +35,7 @@ ln -sfn "$store" "$dir/run/opengl-driver"
 ln -sfn /run "$dir/var/run"
 mkdir -p "$dir/dev"
 for ((i = 0; i < $#; i++)); do : > "$dir/dev/nvidia$i"; done
+: > "$dir/dev/nvidia-modeset"   # the host has it; cdi patch adds it to the spec
 printf '%s\n' "$@" | jq -R . | jq -s '
   {
     cdiVersion: "0.5.0",
