@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/manifest"
 )
 
 // ContainerPaths are where the graphics files appear in the container: the
@@ -91,7 +92,7 @@ type GraphicsFile struct {
 	// ContainerPath is where it goes in the container.
 	ContainerPath string `json:"containerPath" yaml:"containerPath"`
 	// Manifest is set for the four manifest roles.
-	Manifest *ManifestInfo `json:"manifest,omitempty" yaml:"manifest,omitempty"`
+	Manifest *manifest.Info `json:"manifest,omitempty" yaml:"manifest,omitempty"`
 }
 
 // Graphics is what Discover found: the files to mount, the host directories
@@ -167,12 +168,12 @@ func Discover(host *hostfs.Root, opts DiscoverOptions) (*Graphics, error) {
 	d.g.DriverVersion = opts.DriverVersion
 
 	d.icd(opts.DriverRoot, opts.Arch, paths.ICD)
-	d.manifests(RoleLayer, KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)
-	d.manifests(RoleEGLVendor, KindEGLVendor, path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d/*nvidia*.json"), func(string) string { return paths.EGLVendor }, true)
+	d.manifests(RoleLayer, manifest.KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)
+	d.manifests(RoleEGLVendor, manifest.KindEGLVendor, path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d/*nvidia*.json"), func(string) string { return paths.EGLVendor }, true)
 	if !slices.ContainsFunc(d.g.Files, func(f GraphicsFile) bool { return f.Role == RoleEGLVendor }) {
 		d.g.Findings = append(d.g.Findings, warnf(CodeMissingEGLVendor, "no NVIDIA EGL vendor manifest under %s: EGL will not find the driver in containers", path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d")))
 	}
-	d.manifests(RoleEGLPlatform, KindEGLPlatform, path.Join(opts.DriverRoot, "share/egl/egl_external_platform.d/*nvidia*.json"), func(name string) string { return path.Join(paths.EGLExternalPlatformDir, name) }, false)
+	d.manifests(RoleEGLPlatform, manifest.KindEGLPlatform, path.Join(opts.DriverRoot, "share/egl/egl_external_platform.d/*nvidia*.json"), func(name string) string { return path.Join(paths.EGLExternalPlatformDir, name) }, false)
 	if gbm := path.Join(libDir, "gbm/nvidia-drm_gbm.so"); d.present(gbm) {
 		d.add(GraphicsFile{Role: RoleGBM, HostPath: gbm, ContainerPath: path.Join(paths.LibDir, "gbm/nvidia-drm_gbm.so")})
 	}
@@ -233,7 +234,7 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 		if !d.present(p) {
 			return // reported as dangling
 		}
-		if info := d.readManifest(KindICD, p); info != nil {
+		if info := d.readManifest(manifest.KindICD, p); info != nil {
 			d.add(GraphicsFile{Role: RoleICD, HostPath: p, ContainerPath: containerPath, Manifest: info})
 		}
 		return // a bad manifest is reported as such, not as missing
@@ -243,7 +244,7 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 
 // manifests adds the manifests matching pattern; with one set, only the
 // first (byte order) is taken because they share one container path.
-func (d *discoverer) manifests(role Role, kind ManifestKind, pattern string, containerPath func(name string) string, one bool) {
+func (d *discoverer) manifests(role Role, kind manifest.Kind, pattern string, containerPath func(name string) string, one bool) {
 	matches, err := d.host.Glob(pattern)
 	if err != nil {
 		d.g.Findings = append(d.g.Findings, warnf(CodeBadManifest, "listing %s: %v", pattern, err))
@@ -267,11 +268,11 @@ func (d *discoverer) manifests(role Role, kind ManifestKind, pattern string, con
 	}
 }
 
-func (d *discoverer) readManifest(kind ManifestKind, hostPath string) *ManifestInfo {
+func (d *discoverer) readManifest(kind manifest.Kind, hostPath string) *manifest.Info {
 	data, err := d.host.ReadFile(hostPath)
 	if err == nil {
-		var info *ManifestInfo
-		if info, err = ParseManifest(kind, data); err == nil {
+		var info *manifest.Info
+		if info, err = manifest.Parse(kind, data); err == nil {
 			return info
 		}
 	}

@@ -48,6 +48,8 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s imports cobra; only cmd/ may", p.ImportPath)
 			case strings.HasPrefix(imp, mod+"/cmd") && !strings.HasPrefix(rel, "cmd/"):
 				t.Errorf("%s imports the command layer %s", p.ImportPath, imp)
+			case rel == "nodeprep/manifest" && strings.HasPrefix(imp, mod+"/"):
+				t.Errorf("%s imports %s: the manifest parser is a leaf both cdi and selftest import", p.ImportPath, imp)
 			case imp == mod+"/nodeprep/testkit":
 				t.Errorf("%s imports testkit, which only tests may import", p.ImportPath)
 			case imp == mod+"/nodeprep" && (strings.HasPrefix(rel, "nodeprep/") || strings.HasPrefix(rel, "cdi")):

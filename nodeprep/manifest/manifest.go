@@ -1,4 +1,10 @@
-package cdi
+// Package manifest parses the loader manifests a GPU driver ships: Vulkan
+// ICD and implicit layer manifests (Vulkan-Loader's LoaderDriverInterface
+// and LoaderLayerInterface docs), glvnd EGL vendor manifests and EGL
+// external platform manifests. It is the one parser cdi (what to mount) and
+// selftest (why a driver did not load) share; it imports nothing of
+// nodeprep's.
+package manifest
 
 import (
 	"encoding/json"
@@ -6,31 +12,31 @@ import (
 	"fmt"
 )
 
-// ManifestKind says which loader reads a manifest and so where it must
+// Kind says which loader reads a manifest and so where it must
 // appear in the container.
-type ManifestKind string
+type Kind string
 
 // Manifest kinds.
 const (
 	// KindICD is a Vulkan ICD manifest (Vulkan-Loader's LoaderDriverInterface
 	// doc: searched in <XDG dirs>/vulkan/icd.d, /etc/vulkan/icd.d,
 	// /usr/share/vulkan/icd.d).
-	KindICD ManifestKind = "vulkan-icd"
+	KindICD Kind = "vulkan-icd"
 	// KindImplicitLayer is a Vulkan implicit layer manifest
 	// (vulkan/implicit_layer.d).
-	KindImplicitLayer ManifestKind = "vulkan-implicit-layer"
+	KindImplicitLayer Kind = "vulkan-implicit-layer"
 	// KindEGLVendor is a glvnd EGL vendor manifest (libglvnd's EGL ICD
 	// docs: /etc/glvnd/egl_vendor.d, /usr/share/glvnd/egl_vendor.d).
-	KindEGLVendor ManifestKind = "egl-vendor"
+	KindEGLVendor Kind = "egl-vendor"
 	// KindEGLPlatform is an EGL external platform manifest (NVIDIA's
 	// eglexternalplatform: /etc/egl/egl_external_platform.d,
 	// /usr/share/egl/egl_external_platform.d).
-	KindEGLPlatform ManifestKind = "egl-external-platform"
+	KindEGLPlatform Kind = "egl-external-platform"
 )
 
-// ManifestInfo is what nodeprep reads from a loader manifest: its format
+// Info is what nodeprep reads from a loader manifest: its format
 // version, API version and the libraries it names.
-type ManifestInfo struct {
+type Info struct {
 	FileFormatVersion string `json:"fileFormatVersion" yaml:"fileFormatVersion"` // the manifest's file_format_version ("1.0.1")
 	// APIVersion is the Vulkan API version an ICD or layer declares; empty
 	// for EGL manifests.
@@ -60,31 +66,31 @@ type layerEntry struct {
 	APIVersion  string  `json:"api_version"`
 }
 
-// ErrBadManifest is returned (wrapped) by ParseManifest for data that is
+// ErrBad is returned (wrapped) by Parse for data that is
 // not a manifest of the given kind.
-var ErrBadManifest = errors.New("not a valid manifest")
+var ErrBad = errors.New("not a valid manifest")
 
-// ParseManifest parses a loader manifest of the given kind. It requires
+// Parse parses a loader manifest of the given kind. It requires
 // file_format_version and, for ICD and EGL manifests, ICD.library_path; for
 // layer manifests every layer's library_path (a meta-layer without one is
-// skipped). Errors wrap ErrBadManifest.
-func ParseManifest(kind ManifestKind, data []byte) (*ManifestInfo, error) {
+// skipped). Errors wrap ErrBad.
+func Parse(kind Kind, data []byte) (*Info, error) {
 	var m manifestFile
 	if err := json.Unmarshal(data, &m); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return nil, fmt.Errorf("%w: %s is a JSON %s, want %s", ErrBadManifest, orTop(te.Field), te.Value, jsonKind(te.Type.Kind().String()))
+			return nil, fmt.Errorf("%w: %s is a JSON %s, want %s", ErrBad, orTop(te.Field), te.Value, jsonKind(te.Type.Kind().String()))
 		}
-		return nil, fmt.Errorf("%w: %w", ErrBadManifest, err)
+		return nil, fmt.Errorf("%w: %w", ErrBad, err)
 	}
 	if m.FileFormatVersion == nil || *m.FileFormatVersion == "" {
-		return nil, fmt.Errorf("%w: no file_format_version", ErrBadManifest)
+		return nil, fmt.Errorf("%w: no file_format_version", ErrBad)
 	}
-	info := &ManifestInfo{FileFormatVersion: *m.FileFormatVersion}
+	info := &Info{FileFormatVersion: *m.FileFormatVersion}
 	switch kind {
 	case KindICD, KindEGLVendor, KindEGLPlatform:
 		if m.ICD == nil || m.ICD.LibraryPath == nil || *m.ICD.LibraryPath == "" {
-			return nil, fmt.Errorf("%w: no ICD.library_path", ErrBadManifest)
+			return nil, fmt.Errorf("%w: no ICD.library_path", ErrBad)
 		}
 		info.Libraries = []string{*m.ICD.LibraryPath}
 		info.APIVersion = m.ICD.APIVersion
@@ -94,14 +100,14 @@ func ParseManifest(kind ManifestKind, data []byte) (*ManifestInfo, error) {
 			layers = append([]layerEntry{*m.Layer}, layers...)
 		}
 		if len(layers) == 0 {
-			return nil, fmt.Errorf("%w: no layer", ErrBadManifest)
+			return nil, fmt.Errorf("%w: no layer", ErrBad)
 		}
 		for _, l := range layers {
 			if l.LibraryPath == nil {
 				continue // a meta-layer names other layers, no library
 			}
 			if *l.LibraryPath == "" {
-				return nil, fmt.Errorf("%w: layer %q has an empty library_path", ErrBadManifest, l.Name)
+				return nil, fmt.Errorf("%w: layer %q has an empty library_path", ErrBad, l.Name)
 			}
 			info.Libraries = append(info.Libraries, *l.LibraryPath)
 			if info.APIVersion == "" {
@@ -109,7 +115,7 @@ func ParseManifest(kind ManifestKind, data []byte) (*ManifestInfo, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("%w: unknown kind %q", ErrBadManifest, kind)
+		return nil, fmt.Errorf("%w: unknown kind %q", ErrBad, kind)
 	}
 	return info, nil
 }
