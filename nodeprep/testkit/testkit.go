@@ -123,3 +123,20 @@ func Binary(t testing.TB) string {
 	}
 	return binary
 }
+
+// HostFiles makes a host root in a temporary directory holding files
+// (host path → content, mode 0600, parents created) and returns its path.
+func HostFiles(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, data := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
