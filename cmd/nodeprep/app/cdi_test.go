@@ -72,6 +72,12 @@ func TestCDIExitCodes(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [etc/cdi]\n"), 0o644)
 		}, want: 65, stderr: "cdi.specDirs"},
 		{name: "driver-version-from-nvml", scenario: "fhs-ubuntu", args: []string{"cdi", "check", "--simulate", "dgx-b200"}, want: 1, stdout: "mixed-driver-version  the spec mounts driver libraries of 550.54.15 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15) but the driver is 560.28.03"},
+		{name: "unchanged-with-error", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != 0 {
+				t.Fatalf("first patch: exit %d", code)
+			}
+			os.Remove(filepath.Join(root, "dev/nvidia-modeset"))
+		}, want: 1, stdout: "not patched: nothing written because of the problems below\nerror    missing-host-path  device node /dev/nvidia-modeset does not exist on the host"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
@@ -92,6 +98,9 @@ func TestCDIExitCodes(t *testing.T) {
 			stdout, stderr, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
 			if code != tt.want {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, stdout, stderr)
+			}
+			if strings.Contains(stdout, "already patched") && code != 0 {
+				t.Errorf("\"already patched\" printed next to an error:\n%s", stdout)
 			}
 			if !strings.Contains(stderr, tt.stderr) || !strings.Contains(stdout, tt.stdout) {
 				t.Errorf("output lacks %q / %q\nstdout:\n%s\nstderr:\n%s", tt.stdout, tt.stderr, stdout, stderr)
