@@ -130,6 +130,7 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	findings = append(findings, g.Findings...)
 	findings = append(findings, Lint(spec, host)...)
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
+	findings = append(findings, CheckMIGCaps(spec, host, opts.Expect)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
 	if len(changes) == 0 {

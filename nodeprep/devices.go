@@ -69,7 +69,7 @@ func ExpectedCDIDevices(inv *gpu.Inventory, strategies []string) ([]cdi.Expected
 				if s == DeviceNameIndex {
 					name = fmt.Sprintf("%d:%d", g.Index, m.Index)
 				}
-				out = append(out, cdi.ExpectedDevice{Name: name, For: fmt.Sprintf("MIG device %d of GPU %d", m.Index, g.Index)})
+				out = append(out, cdi.ExpectedDevice{Name: name, For: fmt.Sprintf("MIG device %d of GPU %d", m.Index, g.Index), MIG: true})
 			}
 		}
 	}
