@@ -35,7 +35,7 @@ func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDe
 	a := newAnalyzer(spec, g, host)
 	_, fs := a.run(false)
 	fs = append(fs, g.Findings...)
-	fs = append(fs, Lint(spec, host)...)
+	fs = append(fs, lint(spec, a.cache.exist)...)
 	fs = append(fs, CheckDevices(spec, expect)...)
 	fs = append(fs, CheckMIGCaps(spec, host, expect)...)
 	if _, hook := a.ldcacheFolders(); !hook {
@@ -47,6 +47,11 @@ func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDe
 // Lint checks the spec on its own against the host: cdiVersion (F7), empty
 // devices (F8), duplicate container paths, host paths that do not exist.
 func Lint(spec *specs.Spec, host *hostfs.Root) Findings {
+	return lint(spec, host.Exists)
+}
+
+// lint is Lint with the host asked through exists.
+func lint(spec *specs.Spec, exists func(hostPath string) bool) Findings {
 	var fs Findings
 	if req := RequiredVersion(spec); VersionLess(spec.Version, req) {
 		fs = append(fs, errorf(CodeVersionTooLow, "cdiVersion is %s but the spec's fields need %s: strict consumers refuse it", spec.Version, req))
@@ -64,7 +69,7 @@ func Lint(spec *specs.Spec, host *hostfs.Root) Findings {
 			return
 		}
 		seen[p] = true
-		if !host.Exists(p) {
+		if !exists(p) {
 			fs = append(fs, errorf(CodeMissingHostPath, "%s %s does not exist on the host", what, p))
 		}
 	}

@@ -109,6 +109,10 @@ type Graphics struct {
 	ContainerLibDir string `json:"containerLibDir" yaml:"containerLibDir"`
 	// DriverVersion is DiscoverOptions.DriverVersion.
 	DriverVersion string `json:"driverVersion,omitempty" yaml:"driverVersion,omitempty"`
+
+	// cache is what the host said while checking specs against these
+	// files: several specs checked in one run ask the same questions.
+	cache *hostCache
 	// Findings are problems on the host (no ICD, dangling link, partial
 	// glvnd set, unreadable manifest).
 	Findings Findings `json:"findings,omitempty" yaml:"findings,omitempty"`
@@ -166,6 +170,7 @@ func Discover(host *hostfs.Root, opts DiscoverOptions) (*Graphics, error) {
 	d.g.LibDirs = uniq(append([]string{libDir}, glvndDirs...))
 	d.g.ContainerLibDir = paths.LibDir
 	d.g.DriverVersion = opts.DriverVersion
+	d.g.cache = newHostCache(host)
 
 	d.icd(opts.DriverRoot, opts.Arch, paths.ICD)
 	d.manifests(RoleLayer, manifest.KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)

@@ -1,7 +1,6 @@
 package cdi
 
 import (
-	"debug/elf"
 	"fmt"
 	"path"
 	"regexp"
@@ -34,8 +33,8 @@ type requirement struct {
 // driverLibs reports and (with apply) mounts every library a mounted driver
 // library needs that the container lacks: each DT_NEEDED that lives in the
 // driver root's lib directory, and the Vulkan driver's companions. A
-// mounted driver library is a mount whose host file is one of the driver
-// root's lib directory's entries. Each missing one goes next to the library
+// mounted driver library is a mount whose host file the driver root's lib
+// directory holds under its name or the name of the file it resolves to. Each missing one goes next to the library
 // that needs it when the dynamic linker searches that folder, else to the
 // container library directory.
 func (a *analyzer) driverLibs(apply bool) {
@@ -43,14 +42,6 @@ func (a *analyzer) driverLibs(apply bool) {
 		return
 	}
 	driverLib := a.g.LibDirs[0]
-	entries, err := a.host.ReadDir(driverLib)
-	if err != nil {
-		return
-	}
-	index := map[string]string{} // resolved host file → name in driverLib
-	for _, e := range entries {
-		index[a.resolve(path.Join(driverLib, e.Name()))] = e.Name()
-	}
 	var reqs []requirement
 	seen := map[string]bool{}
 	add := func(r requirement) {
@@ -59,18 +50,17 @@ func (a *analyzer) driverLibs(apply bool) {
 			reqs = append(reqs, r)
 		}
 	}
-	vulkan := a.vulkanDriver(index)
+	vulkan := a.vulkanDriver(driverLib)
 	for _, m := range a.effectiveMounts() {
-		name, ok := index[a.resolve(m.HostPath)]
-		if !ok {
+		if _, ok := a.driverName(driverLib, m.HostPath); !ok {
 			continue
 		}
 		for _, n := range a.needed(m.HostPath) {
-			if _, ok := index[a.resolve(path.Join(driverLib, n))]; ok && a.host.Exists(path.Join(driverLib, n)) {
+			if a.cache.exist(path.Join(driverLib, n)) {
 				add(requirement{name: n, by: path.Clean(m.ContainerPath), why: "DT_NEEDED"})
 			}
 		}
-		if name == vulkan.name && vulkan.version != "" && vulkan.nvidia {
+		if vulkan.real != "" && a.resolve(m.HostPath) == vulkan.real && vulkan.version != "" && vulkan.nvidia {
 			for _, c := range VulkanCompanions {
 				add(requirement{name: c + vulkan.version, by: path.Clean(m.ContainerPath), why: "dlopen"})
 			}
@@ -81,7 +71,7 @@ func (a *analyzer) driverLibs(apply bool) {
 			continue
 		}
 		hostLib := path.Join(driverLib, r.name)
-		if !a.host.Exists(hostLib) {
+		if !a.cache.exist(hostLib) {
 			a.findings = append(a.findings, errorf(CodeMissingDriverLibrary, "%s opens %s (%s), which %s does not have: the driver fails inside the container", r.by, r.name, r.why, driverLib))
 			continue
 		}
@@ -97,19 +87,31 @@ func (a *analyzer) driverLibs(apply bool) {
 	}
 }
 
-// vulkanLib is the Vulkan driver library's name in the driver root's lib
-// directory, the driver version, and whether it is NVIDIA's (its file is
+// vulkanLib is the Vulkan driver library's file (the host path it finally
+// resolves to), the driver version, and whether it is NVIDIA's (its file is
 // libGLX_nvidia.so.*: only NVIDIA's driver opens the companions).
 type vulkanLib struct {
-	name, version string
+	real, version string
 	nvidia        bool
 }
 
+// driverName returns the name under which driverLib holds the file
+// hostPath names (its own name, or that of the file it resolves to), and
+// false when the driver root's lib directory does not hold it.
+func (a *analyzer) driverName(driverLib, hostPath string) (string, bool) {
+	real := a.resolve(hostPath)
+	for _, name := range []string{path.Base(hostPath), path.Base(real)} {
+		if p := path.Join(driverLib, name); a.cache.exist(p) && a.resolve(p) == real {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // vulkanDriver finds the library the ICD manifest names among the driver
-// root's libraries (index: resolved host file → name), and the driver
-// version: Graphics.DriverVersion (NVML's), else the version suffix of the
-// file it resolves to.
-func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
+// root's libraries, and the driver version: Graphics.DriverVersion
+// (NVML's), else the version suffix of the file it resolves to.
+func (a *analyzer) vulkanDriver(driverLib string) vulkanLib {
 	for _, f := range a.g.Files {
 		if f.Role != RoleICD || f.Manifest == nil || len(f.Manifest.Libraries) == 0 {
 			continue
@@ -120,8 +122,7 @@ func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
 			host = path.Join(a.g.LibDirs[0], path.Base(lib))
 		}
 		real := a.resolve(host)
-		name, ok := index[real]
-		if !ok {
+		if _, ok := a.driverName(driverLib, host); !ok {
 			return vulkanLib{}
 		}
 		v := a.g.DriverVersion
@@ -130,7 +131,7 @@ func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
 				v = m[1]
 			}
 		}
-		return vulkanLib{name: name, version: v, nvidia: strings.HasPrefix(path.Base(real), "libGLX_nvidia.so")}
+		return vulkanLib{real: real, version: v, nvidia: strings.HasPrefix(path.Base(real), "libGLX_nvidia.so")}
 	}
 	return vulkanLib{}
 }
@@ -138,20 +139,10 @@ func (a *analyzer) vulkanDriver(index map[string]string) vulkanLib {
 // needed returns the DT_NEEDED entries of the ELF file at hostPath (none
 // for a file that is not ELF).
 func (a *analyzer) needed(hostPath string) []string {
-	p, err := a.host.Path(hostPath)
-	if err != nil {
-		return nil
+	if info := a.cache.elf(hostPath); info != nil {
+		return info.needed
 	}
-	ef, err := elf.Open(p)
-	if err != nil {
-		return nil
-	}
-	defer ef.Close()
-	libs, err := ef.ImportedLibraries()
-	if err != nil {
-		return nil
-	}
-	return slices.DeleteFunc(libs, func(s string) bool { return strings.Contains(s, "/") })
+	return nil
 }
 
 // ModesetNode is the device node of nvidia-modeset.ko, which the NVIDIA
@@ -172,7 +163,7 @@ func (a *analyzer) deviceNodes(apply bool) {
 		return
 	}
 	switch {
-	case !a.host.Exists(ModesetNode):
+	case !a.cache.exist(ModesetNode):
 		a.findings = append(a.findings, errorf(CodeMissingDeviceNode, "%s is neither in the spec nor on the host: the Vulkan driver opens it (also without a display); load nvidia-modeset (NixOS: hardware.nvidia.modesetting.enable)", ModesetNode))
 	case !apply:
 		a.findings = append(a.findings, errorf(CodeMissingDeviceNode, "%s is on the host but not in the spec: the Vulkan driver opens it (also without a display)", ModesetNode))

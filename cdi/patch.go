@@ -72,17 +72,25 @@ type analyzer struct {
 	spec     *specs.Spec
 	g        *Graphics
 	host     *hostfs.Root
+	cache    *hostCache
 	resolved map[string]string
 	sonames  map[string]string
 	// claimed are container paths a manifest names absolutely (or where
 	// its link leads): a mount there is never moved.
-	claimed  map[string]bool
-	changes  []Change
-	findings Findings
+	claimed map[string]bool
+	changes []Change
+	// ctr is the container view as of ctrChanges changes.
+	ctr        *ctrfs.FS
+	ctrChanges int
+	findings   Findings
 }
 
 func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
-	return &analyzer{spec: spec, g: g, host: host, resolved: map[string]string{}, sonames: map[string]string{}, claimed: map[string]bool{}}
+	c := g.cache
+	if c == nil || c.host != host {
+		c = newHostCache(host)
+	}
+	return &analyzer{spec: spec, g: g, host: host, cache: c, resolved: c.resolved, sonames: c.sonames, claimed: map[string]bool{}}
 }
 
 // run does the analysis; with apply it edits the spec, otherwise it only
@@ -208,14 +216,14 @@ func (a *analyzer) unavailableLibraries(f GraphicsFile) []string {
 			if !ok {
 				host = lib
 			}
-			if !a.host.Exists(host) || !a.sharedObject(host) {
+			if !a.cache.exist(host) || !a.sharedObject(host) {
 				out = append(out, lib)
 			}
 			continue
 		}
 		if a.sonameProvided(lib) || slices.ContainsFunc(a.g.LibDirs, func(d string) bool {
 			p := path.Join(d, lib)
-			return a.host.Exists(p) && a.sharedObject(p)
+			return a.cache.exist(p) && a.sharedObject(p)
 		}) {
 			continue
 		}
@@ -273,6 +281,56 @@ func (a *analyzer) topMountAt(containerPath string) *specs.Mount {
 		}
 	}
 	return nil
+}
+
+// hostCache holds what the host says about paths, shared by every spec
+// checked against one Graphics (the runtime's view checks several).
+type hostCache struct {
+	host     *hostfs.Root
+	resolved map[string]string   // host path → what it finally names
+	sonames  map[string]string   // host path → DT_SONAME
+	exists   map[string]bool     // host path → it exists (links followed)
+	elfs     map[string]*elfInfo // host path → what its ELF header says
+}
+
+// elfInfo is what nodeprep reads from a library's ELF file.
+type elfInfo struct {
+	shared bool     // ET_DYN
+	needed []string // DT_NEEDED, bare names only
+}
+
+func newHostCache(host *hostfs.Root) *hostCache {
+	return &hostCache{host: host, resolved: map[string]string{}, sonames: map[string]string{}, exists: map[string]bool{}, elfs: map[string]*elfInfo{}}
+}
+
+// exists reports whether hostPath exists on the host, cached.
+func (c *hostCache) exist(hostPath string) bool {
+	e, ok := c.exists[hostPath]
+	if !ok {
+		e = c.host.Exists(hostPath)
+		c.exists[hostPath] = e
+	}
+	return e
+}
+
+// elf reads the ELF file at hostPath once (nil for a file that is not
+// ELF).
+func (c *hostCache) elf(hostPath string) *elfInfo {
+	if info, ok := c.elfs[hostPath]; ok {
+		return info
+	}
+	var info *elfInfo
+	if p, err := c.host.Path(hostPath); err == nil {
+		if ef, err := elf.Open(p); err == nil {
+			info = &elfInfo{shared: ef.Type == elf.ET_DYN}
+			if libs, err := ef.ImportedLibraries(); err == nil {
+				info.needed = slices.DeleteFunc(libs, func(s string) bool { return strings.Contains(s, "/") })
+			}
+			ef.Close()
+		}
+	}
+	c.elfs[hostPath] = info
+	return info
 }
 
 // resolve returns the host path hostPath finally names, cached.
@@ -408,9 +466,13 @@ func (a *analyzer) libDir() string {
 }
 
 // container is the container's file view with the spec's mounts as they
-// stand (an empty image: only what the spec mounts counts).
+// stand (an empty image: only what the spec mounts counts), built again
+// only after the mounts changed.
 func (a *analyzer) container() *ctrfs.FS {
-	return ctrfs.New(a.host, nil, a.effectiveMounts())
+	if a.ctr == nil || a.ctrChanges != len(a.changes) {
+		a.ctr, a.ctrChanges = ctrfs.New(a.host, nil, a.effectiveMounts()), len(a.changes)
+	}
+	return a.ctr
 }
 
 // library makes sure a library a mounted manifest names resolves in the
@@ -443,7 +505,7 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 	if !covered {
 		hostLib = lib
 	}
-	if !a.host.Exists(hostLib) {
+	if !a.cache.exist(hostLib) {
 		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
 		return
 	}
@@ -483,7 +545,7 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 func (a *analyzer) stableAlias(lib string) string {
 	want := a.resolve(lib)
 	for _, dir := range a.g.LibDirs {
-		if p := path.Join(dir, path.Base(lib)); a.resolve(p) == want && a.host.Exists(p) {
+		if p := path.Join(dir, path.Base(lib)); a.resolve(p) == want && a.cache.exist(p) {
 			return p
 		}
 	}
@@ -521,7 +583,7 @@ func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
 	}
 	var hostLib string
 	for _, dir := range a.g.LibDirs {
-		if p := path.Join(dir, soname); a.host.Exists(p) && a.sharedObject(p) {
+		if p := path.Join(dir, soname); a.cache.exist(p) && a.sharedObject(p) {
 			hostLib = p
 			break
 		}
@@ -539,16 +601,8 @@ func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
 // sharedObject reports whether the file at hostPath is an ELF shared
 // object (ET_DYN), as every library a loader manifest names must be.
 func (a *analyzer) sharedObject(hostPath string) bool {
-	p, err := a.host.Path(hostPath)
-	if err != nil {
-		return false
-	}
-	ef, err := elf.Open(p)
-	if err != nil {
-		return false
-	}
-	defer ef.Close()
-	return ef.Type == elf.ET_DYN
+	info := a.cache.elf(hostPath)
+	return info != nil && info.shared
 }
 
 // soname returns the DT_SONAME of the ELF file at hostPath, or "" for a

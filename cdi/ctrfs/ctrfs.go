@@ -43,8 +43,9 @@ type FS struct {
 	image  *hostfs.Root // nil: an empty image
 	mounts []Mount      // in the order the runtime applies them
 	// sources are the mounts' host sources resolved on this machine,
-	// by index into mounts ("" when the source does not exist).
-	sources []string
+	// by index into mounts ("" when the source does not exist); resolved
+	// are the same as host paths.
+	sources, resolved []string
 }
 
 // New returns the view of a container whose image root is image (nil for
@@ -58,15 +59,29 @@ func New(host *hostfs.Root, image *hostfs.Root, mounts []*specs.Mount) *FS {
 	}
 	slices.SortStableFunc(f.mounts, func(a, b Mount) int { return depth(a.ContainerPath) - depth(b.ContainerPath) })
 	for _, m := range f.mounts {
-		src := ""
+		src, res := "", ""
 		if p, err := host.Path(m.HostPath); err == nil {
 			if _, err := os.Stat(p); err == nil {
 				src = p
+				res = hostPathOf(host, p)
 			}
 		}
 		f.sources = append(f.sources, src)
+		f.resolved = append(f.resolved, res)
 	}
 	return f
+}
+
+// hostPathOf turns a path on this machine under host's root back into a
+// host path (hostfs.Root.Resolve's inverse step, without resolving again).
+func hostPathOf(host *hostfs.Root, p string) string {
+	if host.Dir() == "/" {
+		return p
+	}
+	if rel := strings.TrimPrefix(p, host.Dir()); rel != "" {
+		return rel
+	}
+	return "/"
 }
 
 func depth(p string) int {
@@ -146,10 +161,7 @@ func (f *FS) lstat(p string) (kind, source) {
 			return kindNone, source{}
 		}
 		rel := strings.TrimPrefix(p, m.ContainerPath)
-		src := source{machine: f.sources[i] + rel, mount: m.ContainerPath}
-		if r, err := f.host.Resolve(m.HostPath); err == nil {
-			src.hostPath = r + rel
-		}
+		src := source{machine: f.sources[i] + rel, hostPath: f.resolved[i] + rel, mount: m.ContainerPath}
 		return statKind(src.machine), src
 	}
 	if f.image != nil {
