@@ -99,9 +99,10 @@ type vulkanLib struct {
 // hostPath names (its own name, or that of the file it resolves to), and
 // false when the driver root's lib directory does not hold it.
 func (a *analyzer) driverName(driverLib, hostPath string) (string, bool) {
+	names := a.cache.list(driverLib)
 	real := a.resolve(hostPath)
 	for _, name := range []string{path.Base(hostPath), path.Base(real)} {
-		if p := path.Join(driverLib, name); a.cache.exist(p) && a.resolve(p) == real {
+		if names[name] && a.resolve(path.Join(driverLib, name)) == real {
 			return name, true
 		}
 	}

@@ -287,10 +287,27 @@ func (a *analyzer) topMountAt(containerPath string) *specs.Mount {
 // checked against one Graphics (the runtime's view checks several).
 type hostCache struct {
 	host     *hostfs.Root
-	resolved map[string]string   // host path → what it finally names
-	sonames  map[string]string   // host path → DT_SONAME
-	exists   map[string]bool     // host path → it exists (links followed)
-	elfs     map[string]*elfInfo // host path → what its ELF header says
+	resolved map[string]string          // host path → what it finally names
+	sonames  map[string]string          // host path → DT_SONAME
+	exists   map[string]bool            // host path → it exists (links followed)
+	elfs     map[string]*elfInfo        // host path → what its ELF header says
+	lists    map[string]map[string]bool // directory → the names in it
+}
+
+// list returns the names in the host directory dir (none when it cannot
+// be read), read once.
+func (c *hostCache) list(dir string) map[string]bool {
+	if names, ok := c.lists[dir]; ok {
+		return names
+	}
+	names := map[string]bool{}
+	if entries, err := c.host.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			names[e.Name()] = true
+		}
+	}
+	c.lists[dir] = names
+	return names
 }
 
 // elfInfo is what nodeprep reads from a library's ELF file.
@@ -300,7 +317,7 @@ type elfInfo struct {
 }
 
 func newHostCache(host *hostfs.Root) *hostCache {
-	return &hostCache{host: host, resolved: map[string]string{}, sonames: map[string]string{}, exists: map[string]bool{}, elfs: map[string]*elfInfo{}}
+	return &hostCache{host: host, resolved: map[string]string{}, sonames: map[string]string{}, exists: map[string]bool{}, elfs: map[string]*elfInfo{}, lists: map[string]map[string]bool{}}
 }
 
 // exists reports whether hostPath exists on the host, cached.

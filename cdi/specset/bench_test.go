@@ -10,9 +10,10 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
-// BenchmarkCheckSingleSpec is today's `cdi check` of the one 8-GPU spec
-// (cdi.CheckFile: read, discover, check, validate with the library): the
-// baseline for BenchmarkCheckView3.
+// BenchmarkCheckSingleSpec is the single-spec check of the one 8-GPU spec
+// (cdi.CheckFile: read, discover, check, validate with the library), the
+// path `cdi check` took before it judged the runtime's view: the baseline
+// for BenchmarkCheckView3.
 func BenchmarkCheckSingleSpec(b *testing.B) {
 	root := testkit.HostTree(b, "nixos-h200")
 	opts := h200Options()
