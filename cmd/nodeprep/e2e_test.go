@@ -21,23 +21,6 @@ import (
 // Mesa's lavapipe and Mesa EGL standing in for the NVIDIA driver, and check
 // every file it writes.
 
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nodeprep-e2e")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "nodeprep")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		panic("building nodeprep: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
 func lavapipe(t *testing.T) (icd, egl string) {
 	t.Helper()
 	m, _ := filepath.Glob("/usr/share/vulkan/icd.d/lvp_icd.*.json")
@@ -63,7 +46,7 @@ type result struct {
 
 func run(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(testkit.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
