@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
@@ -18,6 +19,9 @@ type ExpectedDevice struct {
 	DeviceNodes []string `json:"deviceNodes,omitempty" yaml:"deviceNodes,omitempty"` // container paths of device nodes its edits must carry
 	// For says what asks for it ("GPU 0 (uuid)"), for the message.
 	For string `json:"for,omitempty" yaml:"for,omitempty"`
+	// MIG marks a MIG device: its edits must carry its /dev/nvidia-caps
+	// nodes (the GPU instance's and compute instance's access capabilities).
+	MIG bool `json:"mig,omitempty" yaml:"mig,omitempty"`
 }
 
 // Check lints a spec against the host and, when expect is non-empty, the
@@ -31,8 +35,9 @@ func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDe
 	a := newAnalyzer(spec, g, host)
 	_, fs := a.run(false)
 	fs = append(fs, g.Findings...)
-	fs = append(fs, Lint(spec, host)...)
+	fs = append(fs, lint(spec, a.cache.exist)...)
 	fs = append(fs, CheckDevices(spec, expect)...)
+	fs = append(fs, CheckMIGCaps(spec, host, expect)...)
 	if _, hook := a.ldcacheFolders(); !hook {
 		fs = append(fs, warnf(CodeNoLdcacheHook, "the spec has no update-ldcache hook: libraries named by soname resolve only if the image's linker cache already lists their folder"))
 	}
@@ -42,6 +47,11 @@ func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDe
 // Lint checks the spec on its own against the host: cdiVersion (F7), empty
 // devices (F8), duplicate container paths, host paths that do not exist.
 func Lint(spec *specs.Spec, host *hostfs.Root) Findings {
+	return lint(spec, host.Exists)
+}
+
+// lint is Lint with the host asked through exists.
+func lint(spec *specs.Spec, exists func(hostPath string) bool) Findings {
 	var fs Findings
 	if req := RequiredVersion(spec); VersionLess(spec.Version, req) {
 		fs = append(fs, errorf(CodeVersionTooLow, "cdiVersion is %s but the spec's fields need %s: strict consumers refuse it", spec.Version, req))
@@ -59,7 +69,7 @@ func Lint(spec *specs.Spec, host *hostfs.Root) Findings {
 			return
 		}
 		seen[p] = true
-		if !host.Exists(p) {
+		if !exists(p) {
 			fs = append(fs, errorf(CodeMissingHostPath, "%s %s does not exist on the host", what, p))
 		}
 	}
@@ -140,4 +150,47 @@ func forSuffix(s string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%s)", s)
+}
+
+// MIGCapsDir is where the nvidia-caps device nodes live; a MIG device is
+// opened through its GPU instance's and compute instance's nodes there
+// (nvidia-container-toolkit: the access minors under
+// /proc/driver/nvidia/capabilities/gpu<N>/mig/gi<G>[/ci<C>]/access).
+const MIGCapsDir = "/dev/nvidia-caps"
+
+// CheckMIGCaps reports each expected MIG device of the spec whose edits
+// carry no /dev/nvidia-caps node: the container cannot open the MIG
+// instance. It names whether the host has the nodes (the spec is stale:
+// regenerate it) or not (the caps nodes were never created). nodeprep does
+// not add them itself: which nodes belong to which instance is the
+// generator's knowledge, and adding every one would open every instance to
+// every pod.
+func CheckMIGCaps(spec *specs.Spec, host *hostfs.Root, expect []ExpectedDevice) Findings {
+	var fs Findings
+	hostCaps := -1
+	for _, want := range expect {
+		if !want.MIG {
+			continue
+		}
+		i := slices.IndexFunc(spec.Devices, func(d specs.Device) bool { return d.Name == want.Name })
+		if i < 0 {
+			continue // CheckDevices names it
+		}
+		carries := func(e specs.ContainerEdits) bool {
+			return slices.ContainsFunc(e.DeviceNodes, func(dn *specs.DeviceNode) bool { return strings.HasPrefix(dn.Path, MIGCapsDir+"/") })
+		}
+		if carries(spec.Devices[i].ContainerEdits) || carries(spec.ContainerEdits) {
+			continue
+		}
+		if hostCaps < 0 {
+			entries, _ := host.ReadDir(MIGCapsDir)
+			hostCaps = len(entries)
+		}
+		if hostCaps > 0 {
+			fs = append(fs, errorf(CodeMissingDeviceNode, "%s=%s carries no %s node although the host has %d: the container cannot open the MIG instance%s; regenerate the spec (nvidia-ctk cdi generate) after configuring MIG", spec.Kind, want.Name, MIGCapsDir, hostCaps, forSuffix(want.For)))
+		} else {
+			fs = append(fs, errorf(CodeMissingDeviceNode, "%s=%s carries no %s node and the host has none: the container cannot open the MIG instance%s (nvidia-ctk system create-dev-char-symlinks --create-all, or load nvidia-caps)", spec.Kind, want.Name, MIGCapsDir, forSuffix(want.For)))
+		}
+	}
+	return fs
 }

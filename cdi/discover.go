@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/manifest"
 )
 
 // ContainerPaths are where the graphics files appear in the container: the
@@ -91,7 +92,7 @@ type GraphicsFile struct {
 	// ContainerPath is where it goes in the container.
 	ContainerPath string `json:"containerPath" yaml:"containerPath"`
 	// Manifest is set for the four manifest roles.
-	Manifest *ManifestInfo `json:"manifest,omitempty" yaml:"manifest,omitempty"`
+	Manifest *manifest.Info `json:"manifest,omitempty" yaml:"manifest,omitempty"`
 }
 
 // Graphics is what Discover found: the files to mount, the host directories
@@ -102,6 +103,16 @@ type Graphics struct {
 	// LibDirs are host directories searched for a manifest's bare soname:
 	// <driver root>/lib, then the glvnd directories.
 	LibDirs []string `json:"libDirs" yaml:"libDirs"`
+	// ContainerLibDir is the container library directory
+	// (ContainerPaths.LibDir) a library named by bare soname goes to when
+	// no folder the dynamic linker searches provides it.
+	ContainerLibDir string `json:"containerLibDir" yaml:"containerLibDir"`
+	// DriverVersion is DiscoverOptions.DriverVersion.
+	DriverVersion string `json:"driverVersion,omitempty" yaml:"driverVersion,omitempty"`
+
+	// cache is what the host said while checking specs against these
+	// files: several specs checked in one run ask the same questions.
+	cache *hostCache
 	// Findings are problems on the host (no ICD, dangling link, partial
 	// glvnd set, unreadable manifest).
 	Findings Findings `json:"findings,omitempty" yaml:"findings,omitempty"`
@@ -121,6 +132,9 @@ type DiscoverOptions struct {
 	// Paths are the container paths; zero fields take
 	// DefaultContainerPaths(Arch).
 	Paths ContainerPaths
+	// DriverVersion is the driver version NVML reports ("550.54.15"); empty
+	// means the version the Vulkan driver library's file name carries.
+	DriverVersion string
 }
 
 // Discover finds the graphics files under the driver root, by glob,
@@ -154,14 +168,17 @@ func Discover(host *hostfs.Root, opts DiscoverOptions) (*Graphics, error) {
 		glvndDirs = []string{libDir}
 	}
 	d.g.LibDirs = uniq(append([]string{libDir}, glvndDirs...))
+	d.g.ContainerLibDir = paths.LibDir
+	d.g.DriverVersion = opts.DriverVersion
+	d.g.cache = newHostCache(host)
 
 	d.icd(opts.DriverRoot, opts.Arch, paths.ICD)
-	d.manifests(RoleLayer, KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)
-	d.manifests(RoleEGLVendor, KindEGLVendor, path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d/*nvidia*.json"), func(string) string { return paths.EGLVendor }, true)
+	d.manifests(RoleLayer, manifest.KindImplicitLayer, path.Join(opts.DriverRoot, "share/vulkan/implicit_layer.d/nvidia_layers.json"), func(string) string { return paths.ImplicitLayer }, true)
+	d.manifests(RoleEGLVendor, manifest.KindEGLVendor, path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d/*nvidia*.json"), func(string) string { return paths.EGLVendor }, true)
 	if !slices.ContainsFunc(d.g.Files, func(f GraphicsFile) bool { return f.Role == RoleEGLVendor }) {
 		d.g.Findings = append(d.g.Findings, warnf(CodeMissingEGLVendor, "no NVIDIA EGL vendor manifest under %s: EGL will not find the driver in containers", path.Join(opts.DriverRoot, "share/glvnd/egl_vendor.d")))
 	}
-	d.manifests(RoleEGLPlatform, KindEGLPlatform, path.Join(opts.DriverRoot, "share/egl/egl_external_platform.d/*nvidia*.json"), func(name string) string { return path.Join(paths.EGLExternalPlatformDir, name) }, false)
+	d.manifests(RoleEGLPlatform, manifest.KindEGLPlatform, path.Join(opts.DriverRoot, "share/egl/egl_external_platform.d/*nvidia*.json"), func(name string) string { return path.Join(paths.EGLExternalPlatformDir, name) }, false)
 	if gbm := path.Join(libDir, "gbm/nvidia-drm_gbm.so"); d.present(gbm) {
 		d.add(GraphicsFile{Role: RoleGBM, HostPath: gbm, ContainerPath: path.Join(paths.LibDir, "gbm/nvidia-drm_gbm.so")})
 	}
@@ -222,7 +239,7 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 		if !d.present(p) {
 			return // reported as dangling
 		}
-		if info := d.readManifest(KindICD, p); info != nil {
+		if info := d.readManifest(manifest.KindICD, p); info != nil {
 			d.add(GraphicsFile{Role: RoleICD, HostPath: p, ContainerPath: containerPath, Manifest: info})
 		}
 		return // a bad manifest is reported as such, not as missing
@@ -232,7 +249,7 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 
 // manifests adds the manifests matching pattern; with one set, only the
 // first (byte order) is taken because they share one container path.
-func (d *discoverer) manifests(role Role, kind ManifestKind, pattern string, containerPath func(name string) string, one bool) {
+func (d *discoverer) manifests(role Role, kind manifest.Kind, pattern string, containerPath func(name string) string, one bool) {
 	matches, err := d.host.Glob(pattern)
 	if err != nil {
 		d.g.Findings = append(d.g.Findings, warnf(CodeBadManifest, "listing %s: %v", pattern, err))
@@ -256,11 +273,11 @@ func (d *discoverer) manifests(role Role, kind ManifestKind, pattern string, con
 	}
 }
 
-func (d *discoverer) readManifest(kind ManifestKind, hostPath string) *ManifestInfo {
+func (d *discoverer) readManifest(kind manifest.Kind, hostPath string) *manifest.Info {
 	data, err := d.host.ReadFile(hostPath)
 	if err == nil {
-		var info *ManifestInfo
-		if info, err = ParseManifest(kind, data); err == nil {
+		var info *manifest.Info
+		if info, err = manifest.Parse(kind, data); err == nil {
 			return info
 		}
 	}

@@ -23,7 +23,11 @@ const DefaultSpecPath = "/var/run/cdi/nvidia-container-toolkit.json"
 // FileOptions name the spec file and where the graphics files are.
 type FileOptions struct {
 	// Spec is the host path of the spec (DefaultSpecPath).
-	Spec     string
+	Spec string
+	// SpecDirs are the runtime's CDI spec directories (host paths, lowest
+	// priority first; containerd's cdi_spec_dirs); empty means the CDI
+	// library's defaults. Only the specset package reads them.
+	SpecDirs []string
 	Discover DiscoverOptions // where to look for the graphics files
 	// Expect are the devices the patched spec must serve (from the
 	// inventory); PatchFile writes nothing when one is missing.
@@ -42,6 +46,10 @@ type PatchResult struct {
 	// Diff is a unified diff of the file, empty when unchanged.
 	Diff     string    `json:"diff,omitempty" yaml:"diff,omitempty"`
 	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
+	// Related are the other GPU specs the runtime serves (package
+	// specset), each patched the same way; their findings are in
+	// Findings too, prefixed with their path.
+	Related []*PatchResult `json:"related,omitempty" yaml:"related,omitempty"`
 }
 
 // CheckResult is what CheckFile found.
@@ -49,6 +57,10 @@ type CheckResult struct {
 	Spec     string    `json:"spec" yaml:"spec"`         // host path of the spec
 	Findings Findings  `json:"findings" yaml:"findings"` // one per problem, errors first
 	Graphics *Graphics `json:"graphics" yaml:"graphics"` // what Discover found
+	// Related are the other GPU specs the runtime serves (package
+	// specset), each checked the same way; their findings are in Findings
+	// too, prefixed with their path.
+	Related []*CheckResult `json:"related,omitempty" yaml:"related,omitempty"`
 }
 
 // nameFindings warns about a spec file name the CDI library's directory
@@ -139,6 +151,7 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	findings = append(findings, g.Findings...)
 	findings = append(findings, Lint(spec, host)...)
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
+	findings = append(findings, CheckMIGCaps(spec, host, opts.Expect)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
 	plan := &PatchPlan{Result: res}

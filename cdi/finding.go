@@ -16,27 +16,37 @@ const (
 
 // Finding codes: one per kind of problem, stable for scripts.
 const (
-	CodeMissingICD         = "missing-icd"              // Vulkan ICD manifest not mounted where the loader looks
-	CodeMissingLayer       = "missing-implicit-layer"   // Vulkan implicit layer manifest not mounted
-	CodeMissingEGLVendor   = "missing-egl-vendor"       // EGL vendor manifest not mounted where libglvnd looks
-	CodeMissingEGLPlatform = "missing-egl-platform"     // EGL external platform manifest not mounted
-	CodeMissingGBM         = "missing-gbm"              // GBM backend not mounted
-	CodeMissingGlvnd       = "missing-glvnd"            // glvnd dispatch library not mounted
-	CodePartialGlvnd       = "partial-glvnd"            // only some of the four glvnd dispatch libraries
-	CodeNoICDOnHost        = "no-icd-on-host"           // the driver root has no ICD manifest for this architecture
-	CodeDanglingHostFile   = "dangling-host-file"       // a graphics file under the driver root is a dangling link
-	CodeBadManifest        = "bad-manifest"             // a manifest on the host cannot be parsed
-	CodeUnresolvedLibrary  = "unresolved-library"       // a manifest's library_path will not resolve in the container
-	CodeMissingHostPath    = "missing-host-path"        // a spec hostPath does not exist on the host
-	CodeVersionTooLow      = "cdi-version-too-low"      // cdiVersion lower than the fields need (F7)
-	CodeDeviceNoEdits      = "device-no-edits"          // a device with no container edits (F8)
-	CodeDuplicateMount     = "duplicate-container-path" // two mounts at one container path in one container
-	CodeForeignMount       = "foreign-mount"            // another mount holds a container path nodeprep would use
-	CodeInvalidSpec        = "invalid-spec"             // the CDI library refuses the spec
-	CodeMissingDevice      = "missing-device"           // a device name the consumer asks for is absent (F6)
-	CodeMissingDeviceNode  = "missing-device-node"      // a GPU's /dev/nvidia<minor> is not in its device's edits
-	CodeNoLdcacheHook      = "no-ldcache-hook"          // no update-ldcache hook: bare sonames rely on the image's cache
-	CodeSpecName           = "spec-name"                // a spec file runtimes will not load (not *.json or *.yaml)
+	CodeMissingICD           = "missing-icd"              // Vulkan ICD manifest not mounted where the loader looks
+	CodeMissingLayer         = "missing-implicit-layer"   // Vulkan implicit layer manifest not mounted
+	CodeMissingEGLVendor     = "missing-egl-vendor"       // EGL vendor manifest not mounted where libglvnd looks
+	CodeMissingEGLPlatform   = "missing-egl-platform"     // EGL external platform manifest not mounted
+	CodeMissingGBM           = "missing-gbm"              // GBM backend not mounted
+	CodeMissingGlvnd         = "missing-glvnd"            // glvnd dispatch library not mounted
+	CodePartialGlvnd         = "partial-glvnd"            // only some of the four glvnd dispatch libraries
+	CodeNoICDOnHost          = "no-icd-on-host"           // the driver root has no ICD manifest for this architecture
+	CodeDanglingHostFile     = "dangling-host-file"       // a graphics file under the driver root is a dangling link
+	CodeBadManifest          = "bad-manifest"             // a manifest on the host cannot be parsed
+	CodeUnresolvedLibrary    = "unresolved-library"       // a manifest's library_path will not resolve in the container
+	CodeMissingHostPath      = "missing-host-path"        // a spec hostPath does not exist on the host
+	CodeVersionTooLow        = "cdi-version-too-low"      // cdiVersion lower than the fields need (F7)
+	CodeDeviceNoEdits        = "device-no-edits"          // a device with no container edits (F8)
+	CodeDuplicateMount       = "duplicate-container-path" // two mounts at one container path in one container
+	CodeForeignMount         = "foreign-mount"            // another mount holds a container path nodeprep would use
+	CodeInvalidSpec          = "invalid-spec"             // the CDI library refuses the spec
+	CodeMissingDevice        = "missing-device"           // a device name the consumer asks for is absent (F6)
+	CodeMissingDeviceNode    = "missing-device-node"      // a GPU's /dev/nvidia<minor> is not in its device's edits
+	CodeNoLdcacheHook        = "no-ldcache-hook"          // no update-ldcache hook: bare sonames rely on the image's cache
+	CodeSpecName             = "spec-name"                // a spec file runtimes will not load (not *.json or *.yaml)
+	CodeDanglingInContainer  = "dangling-in-container"    // a path a loader opens is a link that leads nowhere inside the container
+	CodeMissingDriverLibrary = "missing-driver-library"   // a library a mounted driver library needs (DT_NEEDED, or a Vulkan companion it dlopens) is not in the container
+	CodeMixedDriverVersion   = "mixed-driver-version"     // driver libraries of more than one version, or not the driver's
+	CodeContainerPathChanged = "container-path-changed"   // a mount nodeprep made is not at the configured cdi.containerPaths
+	CodeOptionalLeftOut      = "optional-left-out"        // an optional piece (EGL platform, layer) whose library the host lacks: not mounted
+	CodeConflictingSpecs     = "conflicting-specs"        // two specs in one CDI directory declare the same device: the library drops it
+	CodeUnpatchableSpec      = "unpatchable-spec"         // a GPU spec the runtime serves that nodeprep cannot patch (read-only store)
+	CodeSpecNotRead          = "spec-not-read"            // the named spec is in none of the runtime's CDI directories
+	CodeShadowedDevice       = "shadowed-device"          // a later CDI directory serves the same device name
+	CodePluginSpec           = "device-plugin-spec"       // the device plugin's own spec: it rewrites it when it starts
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:
@@ -89,3 +99,7 @@ func (fs Findings) sorted() Findings {
 	})
 	return out
 }
+
+// Sorted returns the findings errors first, then by code and message, so
+// output is stable.
+func (fs Findings) Sorted() Findings { return fs.sorted() }

@@ -12,36 +12,6 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 )
 
-func FuzzParseManifest(f *testing.F) {
-	for _, seed := range []string{
-		`{"file_format_version":"1.0.1","ICD":{"library_path":"/nix/store/x/lib/libGLX_nvidia.so.0","api_version":"1.3.277"}}`,
-		`{"file_format_version":"1.0.1","layers":[{"name":"a","library_path":"liba.so"},{"name":"meta"}]}`,
-		`{"file_format_version":"1.0.0","layer":{"name":"b","library_path":""}}`,
-		`{"ICD":{}}`, `[]`, `null`,
-	} {
-		f.Add(0, []byte(seed))
-	}
-	kinds := []cdi.ManifestKind{cdi.KindICD, cdi.KindImplicitLayer, cdi.KindEGLVendor, cdi.KindEGLPlatform}
-	f.Fuzz(func(t *testing.T, k int, data []byte) {
-		kind := kinds[uint(k)%uint(len(kinds))]
-		info, err := cdi.ParseManifest(kind, data)
-		if err != nil {
-			return
-		}
-		if info.FileFormatVersion == "" {
-			t.Fatal("parsed a manifest without file_format_version")
-		}
-		for _, l := range info.Libraries {
-			if l == "" {
-				t.Fatal("empty library path accepted")
-			}
-		}
-		if kind != cdi.KindImplicitLayer && len(info.Libraries) != 1 {
-			t.Fatalf("%d libraries for a %s manifest", len(info.Libraries), kind)
-		}
-	})
-}
-
 // FuzzPatchIdempotent: any spec the CDI library accepts patches without a
 // panic, the result is valid, and patch(patch(x)) == patch(x).
 func FuzzPatchIdempotent(f *testing.F) {

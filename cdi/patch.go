@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"debug/elf"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/nodeprep/nodeprep/cdi/ctrfs"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -19,14 +21,17 @@ var MountOptions = []string{"ro", "nosuid", "nodev", "bind"}
 // Change is one edit Patch made to a spec.
 type Change struct {
 	// Action is "add" (a new mount), "replace" (a mount nodeprep owns got a
-	// new hostPath) or "cdiVersion" (the version was raised).
+	// new hostPath), "move" (a mount nodeprep made got the configured
+	// containerPath; From and To are the old and new one) or "cdiVersion"
+	// (the version was raised).
 	Action string `json:"action" yaml:"action"`
 	// Role is the graphics role, or "library" for a mount added so a
 	// manifest's library resolves.
 	Role          string `json:"role,omitempty" yaml:"role,omitempty"`
 	HostPath      string `json:"hostPath,omitempty" yaml:"hostPath,omitempty"`           // host path of the mount's source
 	ContainerPath string `json:"containerPath,omitempty" yaml:"containerPath,omitempty"` // where the mount appears in the container
-	// From and To are the old and new cdiVersion for Action "cdiVersion".
+	// From and To are the old and new cdiVersion for Action "cdiVersion",
+	// the old and new containerPath for "move".
 	From string `json:"from,omitempty" yaml:"from,omitempty"`
 	To   string `json:"to,omitempty" yaml:"to,omitempty"` // see From
 }
@@ -38,6 +43,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("cdiVersion %s → %s", c.From, c.To)
 	case "replace":
 		return fmt.Sprintf("replace %s: %s → %s", c.Role, c.ContainerPath, c.HostPath)
+	case "move":
+		return fmt.Sprintf("move %s: %s → %s", c.Role, c.From, c.To)
 	}
 	return fmt.Sprintf("add %s: %s → %s", c.Role, c.HostPath, c.ContainerPath)
 }
@@ -65,14 +72,25 @@ type analyzer struct {
 	spec     *specs.Spec
 	g        *Graphics
 	host     *hostfs.Root
+	cache    *hostCache
 	resolved map[string]string
 	sonames  map[string]string
-	changes  []Change
-	findings Findings
+	// claimed are container paths a manifest names absolutely (or where
+	// its link leads): a mount there is never moved.
+	claimed map[string]bool
+	changes []Change
+	// ctr is the container view as of ctrChanges changes.
+	ctr        *ctrfs.FS
+	ctrChanges int
+	findings   Findings
 }
 
 func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
-	return &analyzer{spec: spec, g: g, host: host, resolved: map[string]string{}, sonames: map[string]string{}}
+	c := g.cache
+	if c == nil || c.host != host {
+		c = newHostCache(host)
+	}
+	return &analyzer{spec: spec, g: g, host: host, cache: c, resolved: c.resolved, sonames: c.sonames, claimed: map[string]bool{}}
 }
 
 // run does the analysis; with apply it edits the spec, otherwise it only
@@ -84,7 +102,22 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 		if f.Role == RoleGlvnd {
 			glvnd++
 		}
-		if cp, ok := a.provided(f); ok {
+		if !Essential(f.Role) && f.Manifest != nil {
+			if missing := a.unavailableLibraries(f); len(missing) > 0 {
+				a.findings = append(a.findings, warnf(CodeOptionalLeftOut, "%s %s names %s, which the host does not have: left out (optional; only what needs it is affected)", f.Role, f.HostPath, strings.Join(missing, ", ")))
+				continue
+			}
+		}
+		if m, cp, ok := a.providedBy(f); ok {
+			// A changed cdi.containerPaths moves what nodeprep mounted.
+			if cp != f.ContainerPath && a.nodeprepMount(m) && a.topMountAt(f.ContainerPath) == nil {
+				if apply {
+					a.move(m, string(f.Role), f.ContainerPath)
+					cp = f.ContainerPath
+				} else {
+					a.findings = append(a.findings, warnf(CodeContainerPathChanged, "%s is mounted at %s, not at %s as configured: nodeprep cdi patch moves it", f.HostPath, cp, f.ContainerPath))
+				}
+			}
 			if f.Role == RoleGlvnd {
 				glvndProvided++
 			}
@@ -124,6 +157,9 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 			a.library(f, lib, apply)
 		}
 	}
+	a.driverLibs(apply)
+	a.deviceNodes(apply)
+	a.driverVersions()
 	if apply {
 		from := a.spec.Version
 		if RaiseVersion(a.spec) {
@@ -142,10 +178,73 @@ func missingFinding(f GraphicsFile) Finding {
 		RoleICD: "Vulkan ICD manifest", RoleLayer: "Vulkan implicit layer manifest", RoleEGLVendor: "EGL vendor manifest",
 		RoleEGLPlatform: "EGL external platform manifest", RoleGBM: "GBM backend", RoleGlvnd: "glvnd dispatch library",
 	}[f.Role]
-	return errorf(code, "%s %s is not mounted where the loader looks (want it at %s)", what, f.HostPath, f.ContainerPath)
+	return severityFor(f.Role, code, "%s %s is not mounted where the loader looks (want it at %s)", what, f.HostPath, f.ContainerPath)
+}
+
+// Essential reports whether a graphics role is part of the essential set,
+// whose absence blocks the node: the Vulkan ICD manifest, the EGL vendor
+// manifest and the glvnd dispatch libraries (and the libraries these
+// name). The rest (implicit layer, EGL external platforms such as
+// wayland, xcb or gbm, the GBM backend) is optional: a problem with it is a
+// warning, and it is left out rather than stop the patch.
+func Essential(r Role) bool {
+	return r == RoleICD || r == RoleEGLVendor || r == RoleGlvnd
+}
+
+// severityFor makes a finding about a file of role r: an error for the
+// essential set, a warning for an optional piece.
+func severityFor(r Role, code, format string, args ...any) Finding {
+	if Essential(r) {
+		return errorf(code, format, args...)
+	}
+	return warnf(code, format, args...)
+}
+
+// unavailableLibraries returns the libraries the manifest f names that
+// neither the container nor the host can provide.
+func (a *analyzer) unavailableLibraries(f GraphicsFile) []string {
+	var out []string
+	for _, lib := range f.Manifest.Libraries {
+		if strings.Contains(lib, "/") && !path.IsAbs(lib) {
+			lib = path.Join(path.Dir(f.ContainerPath), lib)
+		}
+		if path.IsAbs(lib) {
+			ctr := a.container()
+			if e, err := ctr.Resolve(lib); err == nil && !e.Dir {
+				continue
+			}
+			host, ok := ctr.HostPathOf(lib)
+			if !ok {
+				host = lib
+			}
+			if !a.cache.exist(host) || !a.sharedObject(host) {
+				out = append(out, lib)
+			}
+			continue
+		}
+		if a.sonameProvided(lib) || slices.ContainsFunc(a.g.LibDirs, func(d string) bool {
+			p := path.Join(d, lib)
+			return a.cache.exist(p) && a.sharedObject(p)
+		}) {
+			continue
+		}
+		out = append(out, lib)
+	}
+	return out
 }
 
 func (a *analyzer) addMount(role, hostPath, containerPath string) {
+	// The same file mounted by nodeprep under the same name in a folder the
+	// dynamic linker no longer searches (the old cdi.containerPaths.libDir)
+	// is moved, not mounted twice.
+	want := a.resolve(hostPath)
+	for _, m := range a.spec.ContainerEdits.Mounts {
+		if a.nodeprepMount(m) && path.Base(m.ContainerPath) == path.Base(containerPath) && a.resolve(m.HostPath) == want &&
+			!a.libSearchDir(path.Dir(path.Clean(m.ContainerPath))) && !a.claimed[path.Clean(m.ContainerPath)] {
+			a.move(m, role, containerPath)
+			return
+		}
+	}
 	a.spec.ContainerEdits.Mounts = append(a.spec.ContainerEdits.Mounts, &specs.Mount{
 		HostPath: hostPath, ContainerPath: containerPath, Options: slices.Clone(MountOptions),
 	})
@@ -183,6 +282,73 @@ func (a *analyzer) topMountAt(containerPath string) *specs.Mount {
 		}
 	}
 	return nil
+}
+
+// hostCache holds what the host says about paths, shared by every spec
+// checked against one Graphics (the runtime's view checks several).
+type hostCache struct {
+	host     *hostfs.Root
+	resolved map[string]string          // host path → what it finally names
+	sonames  map[string]string          // host path → DT_SONAME
+	exists   map[string]bool            // host path → it exists (links followed)
+	elfs     map[string]*elfInfo        // host path → what its ELF header says
+	lists    map[string]map[string]bool // directory → the names in it
+}
+
+// list returns the names in the host directory dir (none when it cannot
+// be read), read once.
+func (c *hostCache) list(dir string) map[string]bool {
+	if names, ok := c.lists[dir]; ok {
+		return names
+	}
+	names := map[string]bool{}
+	if entries, err := c.host.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			names[e.Name()] = true
+		}
+	}
+	c.lists[dir] = names
+	return names
+}
+
+// elfInfo is what nodeprep reads from a library's ELF file.
+type elfInfo struct {
+	shared bool     // ET_DYN
+	needed []string // DT_NEEDED, bare names only
+}
+
+func newHostCache(host *hostfs.Root) *hostCache {
+	return &hostCache{host: host, resolved: map[string]string{}, sonames: map[string]string{}, exists: map[string]bool{}, elfs: map[string]*elfInfo{}, lists: map[string]map[string]bool{}}
+}
+
+// exists reports whether hostPath exists on the host, cached.
+func (c *hostCache) exist(hostPath string) bool {
+	e, ok := c.exists[hostPath]
+	if !ok {
+		e = c.host.Exists(hostPath)
+		c.exists[hostPath] = e
+	}
+	return e
+}
+
+// elf reads the ELF file at hostPath once (nil for a file that is not
+// ELF).
+func (c *hostCache) elf(hostPath string) *elfInfo {
+	if info, ok := c.elfs[hostPath]; ok {
+		return info
+	}
+	var info *elfInfo
+	if p, err := c.host.Path(hostPath); err == nil {
+		if ef, err := elf.Open(p); err == nil {
+			info = &elfInfo{shared: ef.Type == elf.ET_DYN}
+			if libs, err := ef.ImportedLibraries(); err == nil {
+				info.needed = slices.DeleteFunc(libs, func(s string) bool { return strings.Contains(s, "/") })
+			}
+			ef.Close()
+		}
+	}
+	c.elfs[hostPath] = info
+	return info
 }
 
 // resolve returns the host path hostPath finally names, cached.
@@ -226,9 +392,9 @@ func searchDirs(r Role) []string {
 	return nil
 }
 
-// provided reports whether the spec already puts f's host file where its
-// loader finds it, and at which container path.
-func (a *analyzer) provided(f GraphicsFile) (string, bool) {
+// providedBy reports whether the spec already puts f's host file where its
+// loader finds it, with the mount that does and its container path.
+func (a *analyzer) providedBy(f GraphicsFile) (*specs.Mount, string, bool) {
 	want := a.resolve(f.HostPath)
 	for _, m := range a.effectiveMounts() {
 		cp := path.Clean(m.ContainerPath)
@@ -238,15 +404,29 @@ func (a *analyzer) provided(f GraphicsFile) (string, bool) {
 		switch f.Role {
 		case RoleGlvnd, RoleGBM:
 			if cp == f.ContainerPath || path.Base(cp) == path.Base(f.ContainerPath) && a.libSearchDir(path.Dir(cp)) {
-				return cp, true
+				return m, cp, true
 			}
 		default:
 			if cp == f.ContainerPath || slices.Contains(searchDirs(f.Role), path.Dir(cp)) {
-				return cp, true
+				return m, cp, true
 			}
 		}
 	}
-	return "", false
+	return nil, "", false
+}
+
+// nodeprepMount reports whether m is a mount nodeprep made: in the spec's
+// top-level edits, from a host path it owns, at a container path other
+// than its host path (the generator mounts files at their host paths).
+// Only such a mount is moved when cdi.containerPaths changes.
+func (a *analyzer) nodeprepMount(m *specs.Mount) bool {
+	return slices.Contains(a.spec.ContainerEdits.Mounts, m) && a.owned(m.HostPath) && path.Clean(m.HostPath) != path.Clean(m.ContainerPath)
+}
+
+// move gives a mount nodeprep made its configured container path.
+func (a *analyzer) move(m *specs.Mount, role, to string) {
+	a.changes = append(a.changes, Change{Action: "move", Role: role, HostPath: m.HostPath, From: path.Clean(m.ContainerPath), To: to})
+	m.ContainerPath = to
 }
 
 // ldcacheFolders are the folders the spec's update-ldcache hooks add to the
@@ -288,14 +468,29 @@ func systemLibDirs(libDir string) []string {
 	return []string{libDir, "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"}
 }
 
-// libDir is the container library directory the glvnd set goes to.
+// libDir is the container library directory the glvnd set and libraries
+// named by bare soname go to: the configured one (cdi.containerPaths.libDir),
+// whether or not a glvnd set was found.
 func (a *analyzer) libDir() string {
+	if a.g.ContainerLibDir != "" {
+		return a.g.ContainerLibDir
+	}
 	for _, f := range a.g.Files {
 		if f.Role == RoleGlvnd {
 			return path.Dir(f.ContainerPath)
 		}
 	}
 	return ""
+}
+
+// container is the container's file view with the spec's mounts as they
+// stand (an empty image: only what the spec mounts counts), built again
+// only after the mounts changed.
+func (a *analyzer) container() *ctrfs.FS {
+	if a.ctr == nil || a.ctrChanges != len(a.changes) {
+		a.ctr, a.ctrChanges = ctrfs.New(a.host, nil, a.effectiveMounts()), len(a.changes)
+	}
+	return a.ctr
 }
 
 // library makes sure a library a mounted manifest names resolves in the
@@ -315,30 +510,48 @@ func (a *analyzer) library(f GraphicsFile, lib string, apply bool) {
 }
 
 func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
-	for _, m := range a.effectiveMounts() {
-		cp := path.Clean(m.ContainerPath)
-		if cp == lib {
-			return
-		}
-		if strings.HasPrefix(lib, cp+"/") && a.host.Exists(path.Join(m.HostPath, strings.TrimPrefix(lib, cp))) {
-			return
-		}
-	}
-	if !a.host.Exists(lib) {
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
+	a.claimed[lib] = true
+	ctr := a.container()
+	e, err := ctr.Resolve(lib)
+	if err == nil && !e.Dir {
+		a.claimed[e.Path] = true
 		return
 	}
-	if !a.sharedObject(lib) {
+	// The host file: what the covering mount maps lib to, else lib itself
+	// (a store path mounted nowhere, F2).
+	hostLib, covered := ctr.HostPathOf(lib)
+	if !covered {
+		hostLib = lib
+	}
+	if !a.cache.exist(hostLib) {
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which exists neither in the container nor on the host", f.Role, f.HostPath, lib))
+		return
+	}
+	if !a.sharedObject(hostLib) {
 		// A manifest decides what nodeprep mounts into every GPU container:
 		// only a shared library may be mounted on its word.
-		a.findings = append(a.findings, errorf(CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
+		a.findings = append(a.findings, severityFor(f.Role, CodeBadManifest, "%s %s names %s, which is not an ELF shared library: not mounted", f.Role, f.HostPath, lib))
 		return
+	}
+	// Where the lookup broke is where the file must appear: at the end of
+	// the links the container follows (a link into /nix/store from a
+	// mounted directory), else at lib.
+	target := lib
+	var de *ctrfs.DanglingError
+	dangling := errors.As(err, &de) && len(de.Links) > 0 && !de.Loop
+	if dangling {
+		target = de.Unresolved
+		a.claimed[target] = true
 	}
 	if !apply {
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+		if dangling {
+			a.findings = append(a.findings, severityFor(f.Role, CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it", f.Role, f.HostPath, lib, err))
+		} else {
+			a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
+		}
 		return
 	}
-	a.addMount("library", a.stableAlias(lib), lib)
+	a.addMount("library", a.stableAlias(hostLib), target)
 }
 
 // stableAlias returns the path under a library directory of the driver root
@@ -350,44 +563,54 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 func (a *analyzer) stableAlias(lib string) string {
 	want := a.resolve(lib)
 	for _, dir := range a.g.LibDirs {
-		if p := path.Join(dir, path.Base(lib)); a.resolve(p) == want && a.host.Exists(p) {
+		if p := path.Join(dir, path.Base(lib)); a.resolve(p) == want && a.cache.exist(p) {
 			return p
 		}
 	}
 	return lib
 }
 
-func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
+// sonameProvided reports whether the dynamic linker in the container finds
+// soname: a mounted file of that name in a folder it searches, a versioned
+// file carrying that DT_SONAME in a folder the ldcache hook covers (the
+// hook's ldconfig makes the link), or an entry of a whole mounted folder the
+// hook covers that resolves in the container.
+func (a *analyzer) sonameProvided(soname string) bool {
 	folders, _ := a.ldcacheFolders()
 	for _, m := range a.effectiveMounts() {
 		cp := path.Clean(m.ContainerPath)
 		dir := path.Dir(cp)
 		if path.Base(cp) == soname && a.libSearchDir(dir) {
-			return
+			return true
 		}
-		// ldconfig, run by the hook over its folders, creates the soname
-		// link for a versioned file (libEGL_nvidia.so.550.54.15 provides
-		// libEGL_nvidia.so.0).
 		if slices.Contains(folders, dir) && a.soname(m.HostPath) == soname {
-			return
+			return true
 		}
-		// A whole folder mounted where the hook looks.
-		if slices.Contains(folders, cp) && a.host.Exists(path.Join(m.HostPath, soname)) {
-			return
+		if slices.Contains(folders, cp) {
+			if e, err := a.container().Resolve(path.Join(cp, soname)); err == nil && !e.Dir {
+				return true
+			}
 		}
+	}
+	return false
+}
+
+func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
+	if a.sonameProvided(soname) {
+		return
 	}
 	var hostLib string
 	for _, dir := range a.g.LibDirs {
-		if p := path.Join(dir, soname); a.host.Exists(p) && a.sharedObject(p) {
+		if p := path.Join(dir, soname); a.cache.exist(p) && a.sharedObject(p) {
 			hostLib = p
 			break
 		}
 	}
 	switch {
 	case hostLib == "":
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and none of %s holds as a shared library", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder provides and none of %s holds as a shared library", f.Role, f.HostPath, soname, strings.Join(a.g.LibDirs, ", ")))
 	case !apply || a.libDir() == "":
-		a.findings = append(a.findings, errorf(CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
+		a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mounted folder the dynamic linker searches provides", f.Role, f.HostPath, soname))
 	default:
 		a.addMount("library", hostLib, path.Join(a.libDir(), soname))
 	}
@@ -396,16 +619,8 @@ func (a *analyzer) sonameLibrary(f GraphicsFile, soname string, apply bool) {
 // sharedObject reports whether the file at hostPath is an ELF shared
 // object (ET_DYN), as every library a loader manifest names must be.
 func (a *analyzer) sharedObject(hostPath string) bool {
-	p, err := a.host.Path(hostPath)
-	if err != nil {
-		return false
-	}
-	ef, err := elf.Open(p)
-	if err != nil {
-		return false
-	}
-	defer ef.Close()
-	return ef.Type == elf.ET_DYN
+	info := a.cache.elf(hostPath)
+	return info != nil && info.shared
 }
 
 // soname returns the DT_SONAME of the ELF file at hostPath, or "" for a

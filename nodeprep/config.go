@@ -41,6 +41,11 @@ type Config struct {
 type CDIConfig struct {
 	// Spec is the host path of the generated CDI spec.
 	Spec string `yaml:"spec" json:"spec"`
+	// SpecDirs are the container runtime's CDI spec directories (host
+	// paths, lowest priority first), as containerd's cdi_spec_dirs lists
+	// them: every GPU spec in them is checked and patched. Empty means
+	// /etc/cdi and /var/run/cdi.
+	SpecDirs []string `yaml:"specDirs" json:"specDirs"`
 	// DriverRoot is the host directory holding the driver's graphics files
 	// (NixOS: /run/opengl-driver).
 	DriverRoot string `yaml:"driverRoot" json:"driverRoot"`
@@ -227,6 +232,9 @@ func (c Config) Validate() error {
 	}
 	abs("cdi.spec", c.CDI.Spec, false)
 	abs("cdi.driverRoot", c.CDI.DriverRoot, false)
+	for _, d := range c.CDI.SpecDirs {
+		abs("cdi.specDirs", d, false)
+	}
 	for _, d := range c.CDI.GlvndDirs {
 		abs("cdi.glvndDirs", d, false)
 	}

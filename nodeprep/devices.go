@@ -75,9 +75,23 @@ func ExpectedCDIDevices(inv *gpu.Inventory, strategies []string) ([]cdi.Expected
 				if s == DeviceNameIndex {
 					name = fmt.Sprintf("%d:%d", g.Index, m.Index)
 				}
-				out = append(out, cdi.ExpectedDevice{Name: name, For: fmt.Sprintf("MIG device %d of GPU %d", m.Index, g.Index)})
+				out = append(out, cdi.ExpectedDevice{Name: name, For: fmt.Sprintf("MIG device %d of GPU %d", m.Index, g.Index), MIG: true})
 			}
 		}
 	}
 	return out, nil
+}
+
+// CodeMIGNoDevices is the finding for a GPU in MIG mode with no MIG device.
+const CodeMIGNoDevices = "mig-no-devices"
+
+// InventoryFindings are the warnings the inventory gives `cdi check`: each
+// GPU whose MIG mode is on but that has no MIG device configured, so pods
+// asking for it get nothing useful (gpu.Inventory.Warnings).
+func InventoryFindings(inv *gpu.Inventory) cdi.Findings {
+	var fs cdi.Findings
+	for _, w := range inv.Warnings() {
+		fs = append(fs, cdi.Finding{Severity: cdi.SeverityWarning, Code: CodeMIGNoDevices, Message: w})
+	}
+	return fs
 }

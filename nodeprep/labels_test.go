@@ -2,9 +2,6 @@ package nodeprep
 
 import (
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,9 +10,8 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestSanitiseProduct(t *testing.T) {
 	t.Parallel()
@@ -210,19 +206,7 @@ func TestDropInGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := k3s.Render(labels, NodeTaints(true, nil))
-	golden := filepath.Join("..", "testdata", "k3s", "dgx-h200", "50-nodeprep.yaml")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("drop-in for dgx-h200 =\n%s\nwant (%s)\n%s", got, golden, want)
-	}
+	testkit.Golden(t, "k3s/dgx-h200/50-nodeprep.yaml", got)
 }
 
 // TestNodeLabelsLongProductName: a GPU name GFD would turn into an invalid

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -158,10 +159,10 @@ type upRun struct {
 	host   *hostfs.Root
 	opts   UpOptions
 	report *Report
-	inv    *gpu.Inventory // healthy GPUs only, for the self-test and labels
-	stages [4]StageResult // inventory, cdi, selftest, join; Status "" until the stage runs
-	patch  *cdi.PatchPlan // the cdi stage's plan
-	expect int            // device names the spec was checked for
+	inv    *gpu.Inventory     // healthy GPUs only, for the self-test and labels
+	stages [4]StageResult     // inventory, cdi, selftest, join; Status "" until the stage runs
+	patch  *specset.PatchPlan // the cdi stage's plan: every GPU spec in the runtime's view
+	expect int                // device names the spec was checked for
 }
 
 // stage indexes into upRun.stages, in pipeline order.
@@ -435,7 +436,8 @@ func (u *upRun) planCDI(st *StageResult) error {
 	u.expect = len(expect)
 	opts := u.opts.CDI
 	opts.Expect = expect
-	plan, err := cdi.PlanPatch(u.host, opts)
+	opts.Discover.DriverVersion = u.inv.DriverVersion
+	plan, err := specset.PlanPatch(u.host, opts)
 	if err != nil {
 		return err
 	}
@@ -464,13 +466,17 @@ func (u *upRun) planCDI(st *StageResult) error {
 
 // applyCDI writes the spec the plan patched, when it changed.
 func (u *upRun) applyCDI(st *StageResult) error {
-	if err := cdi.ApplyPatch(u.host, u.patch); err != nil {
+	if err := specset.ApplyPatch(u.host, u.patch); err != nil {
 		return err
 	}
 	res := u.patch.Result
+	for _, r := range append([]*cdi.PatchResult{res}, res.Related...) {
+		if r.Written {
+			u.report.FilesChanged = append(u.report.FilesChanged, r.Spec)
+		}
+	}
 	verb := "unchanged"
 	if res.Written {
-		u.report.FilesChanged = append(u.report.FilesChanged, res.Spec)
 		verb = fmt.Sprintf("patched (%s)", count(len(res.Changes), "change"))
 	}
 	st.Summary = u.cdiSummary(verb)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,19 +17,12 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 func upHost(t *testing.T, scenario string) *hostfs.Root {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	h, err := hostfs.New(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return testkit.HostTree(t, scenario)
 }
 
 type recordingNotifier struct{ states []string }
@@ -80,6 +72,9 @@ func TestUpStops(t *testing.T) {
 		{"no-icd", "broken-no-icd", simulated("dgx-h200"), StageCDI, "no-icd-on-host", fault.ErrCheckFailed},
 		{"index-names", "broken-index-names", simulated("dgx-h200"), StageCDI, "missing-device", fault.ErrCheckFailed},
 		{"malformed-spec", "broken-malformed-spec", simulated("dgx-h200"), StageCDI, "reading CDI spec", fault.ErrMalformed},
+		{"duplicate-spec", "dup-spec-copy", simulated("dgx-h200"), StageCDI, "conflicting-specs: /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml declare the same 17 device(s)", fault.ErrCheckFailed},
+		{"mixed-driver-version", "mixed-driver-version", simulated("dgx-h200"), StageCDI, "mixed-driver-version: the spec mounts driver libraries of 2 versions: 550.54.14", fault.ErrCheckFailed},
+		{"plugin-kind-store", "plugin-kind-store", simulated("dgx-h200"), StageCDI, "unpatchable-spec: pods asking for k8s.device-plugin.nvidia.com/gpu=GPU-", fault.ErrCheckFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,20 +142,7 @@ func TestMetricsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join("..", "testdata", "metrics", "up.prom")
-	if *update {
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("metrics differ from %s (-update rewrites it):\n%s", p, got)
-	}
+	testkit.Golden(t, "metrics/up.prom", got)
 }
 
 // TestUpPreflight: unwritable outputs are found before any stage writes.

@@ -47,7 +47,7 @@ nixos() {
   elfstub "$h$NV/lib/libnvidia-egl-gbm.so.1.1.1" libnvidia-egl-gbm.so.1
   elfstub "$h$NV/lib/libnvidia-present.so.$VER" libnvidia-present.so.$VER
   for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-allocator \
-           libcuda libnvidia-ml libnvidia-ptxjitcompiler libnvidia-gpucomp; do stub "$h$NV/lib/$l.so.$VER"; done
+           libcuda libnvidia-ml libnvidia-ptxjitcompiler libnvidia-gpucomp libnvidia-glvkspirv; do stub "$h$NV/lib/$l.so.$VER"; done
   lnk libEGL_nvidia.so.$VER "$h$NV/lib/libEGL_nvidia.so.0"
   lnk libGLX_nvidia.so.$VER "$h$NV/lib/libGLX_nvidia.so.0"
   lnk libGLESv2_nvidia.so.$VER "$h$NV/lib/libGLESv2_nvidia.so.2"
@@ -197,7 +197,7 @@ EOF
 cdi:
   driverRoot: /usr
 EOF
-  stub "$h/dev/nvidia0"; stub "$h/dev/nvidiactl"
+  stub "$h/dev/nvidia0"; stub "$h/dev/nvidiactl"; stub "$h/dev/nvidia-modeset"
   mkdir -p "$h/var/run/cdi"
   jq -n --arg L "$L" --arg ver "$VER" '
     def ro: ["ro", "nosuid", "nodev", "bind"];
@@ -207,7 +207,7 @@ EOF
       devices: [{name: "0", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}},
                 {name: "all", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}}],
       containerEdits: {
-        deviceNodes: [{path: "/dev/nvidiactl"}],
+        deviceNodes: [{path: "/dev/nvidiactl"}, {path: "/dev/nvidia-modeset"}],
         hooks: [{hookName: "createContainer", path: "/usr/bin/nvidia-ctk",
                  args: ["nvidia-ctk", "hook", "update-ldcache", "--folder", $L]}],
         mounts: ((["libcuda", "libEGL_nvidia", "libGLX_nvidia"] | map("\($L)/\(.).so.\($ver)"))
@@ -242,6 +242,52 @@ jq '.devices |= map(select(.name | startswith("GPU-") | not))' \
 broken broken-empty-device
 jq '.devices += [{name: "demo1", containerEdits: {}}]' \
   nixos-h200/run/cdi/nvidia-container-toolkit.json > broken-empty-device/run/cdi/nvidia-container-toolkit.json
+
+# The runtime's view (issue 11): trees that need every spec in the CDI
+# directories, or the container's own file view, to be judged right.
+S=nixos-h200/run/cdi/nvidia-container-toolkit.json
+NVL=/nix/store/$NVH-nvidia-x11-$VER-6.6.30/lib
+broken dup-spec-copy
+cp "$S" dup-spec-copy/run/cdi/nvidia.yaml   # JSON is YAML: the same spec under a second name
+plugin_spec() { jq '.kind = "k8s.device-plugin.nvidia.com/gpu" | .devices |= map(select(.name | startswith("GPU-")))' "$S"; }
+broken plugin-kind
+plugin_spec > plugin-kind/run/cdi/k8s.device-plugin.nvidia.com-gpu.json
+broken plugin-kind-store
+PDP=nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi
+mkdir -p "plugin-kind-store/$PDP" plugin-kind-store/etc/cdi
+plugin_spec > "plugin-kind-store/$PDP/k8s.device-plugin.nvidia.com-gpu.json"
+lnk "../../$PDP/k8s.device-plugin.nvidia.com-gpu.json" plugin-kind-store/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json
+broken coherent-sibling
+jq '.kind = "nvidia.com/gpu.coherent" | .cdiVersion = "0.6.0" | .devices |= map(select(.name == "all"))' "$S" \
+  > coherent-sibling/run/cdi/nvidia-container-toolkit.coherent.json
+broken dangling-dir-mount
+icd=dangling-dir-mount/nix/store/$NVH-nvidia-x11-$VER-6.6.30/share/vulkan/icd.d/nvidia_icd.x86_64.json
+jq '.ICD.library_path = "/run/opengl-driver/lib/libGLX_nvidia.so.0"' "$icd" > "$icd.new" && mv "$icd.new" "$icd"
+jq '.containerEdits.mounts += [{hostPath: "/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json",
+      containerPath: "/etc/vulkan/icd.d/nvidia_icd.json", options: ["ro", "nosuid", "nodev", "bind"]}]' "$S" \
+  > dangling-dir-mount/run/cdi/nvidia-container-toolkit.json
+broken missing-companion
+jq --arg l "$NVL/libnvidia-gpucomp.so.$VER" '.containerEdits.mounts |= map(select(.hostPath != $l))' "$S" \
+  > missing-companion/run/cdi/nvidia-container-toolkit.json
+elfstub "missing-companion$NVL/libnvidia-allocator.so.$VER" "libnvidia-allocator.so.$VER"
+gcc -shared -nostdlib -s -Wl,-soname,libGLX_nvidia.so.0 -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
+  -Wl,-z,noseparate-code -Wl,--no-as-needed -o "missing-companion$NVL/libGLX_nvidia.so.$VER" "$tmpc/stub.c" \
+  "missing-companion$NVL/libnvidia-allocator.so.$VER"
+broken mixed-driver-version
+OLD=/nix/store/7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c2d-nvidia-x11-550.54.14-6.6.30/lib
+stub "mixed-driver-version$OLD/libnvidia-glcore.so.550.54.14"
+jq --arg new "$NVL/libnvidia-glcore.so.$VER" --arg old "$OLD/libnvidia-glcore.so.550.54.14" \
+  '.containerEdits.mounts |= map(if .hostPath == $new then .hostPath = $old | .containerPath = $old else . end)' "$S" \
+  > mixed-driver-version/run/cdi/nvidia-container-toolkit.json
+broken optional-platform-missing
+XCB=nix/store/$NVH-nvidia-x11-$VER-6.6.30/share/egl/egl_external_platform.d/20_nvidia_xcb.json
+echo '{"file_format_version": "1.0.0", "ICD": {"library_path": "libnvidia-egl-xcb.so.1"}}' | json "optional-platform-missing/$XCB"
+lnk "/$XCB" "optional-platform-missing/nix/store/$GDH-graphics-drivers/share/egl/egl_external_platform.d/20_nvidia_xcb.json"
+broken modeset-not-in-spec
+jq '.containerEdits.deviceNodes |= map(select(.path != "/dev/nvidia-modeset"))' "$S" > modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json
+broken modeset-absent
+cp modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json modeset-absent/run/cdi/
+rm modeset-absent/dev/nvidia-modeset
 # readme TREE TEXT: each tree says what it is.
 readme() { printf '%s\n' "$2" > "$1/README.md"; }
 readme nixos-h200 "# nixos-h200
@@ -252,7 +298,7 @@ nvidia-ctk generates there, with index and UUID device names (the UUIDs of --sim
 it mounts the driver libraries and /run/opengl-driver but no graphics manifest (F1). The ICD
 names libGLX_nvidia.so.0 by absolute store path (F2); the implicit layer names
 libnvidia-present.so.$VER, which the spec does not mount (F3). Libraries a manifest names by
-soname are tiny x86-64 ELF files carrying that DT_SONAME. nodeprep cdi patch must add 14 mounts;
+soname are tiny x86-64 ELF files carrying that DT_SONAME. nodeprep cdi patch must add 15 mounts;
 the demo runs nodeprep up on a copy of this tree."
 readme nixos-gh200 "# nixos-gh200
 A NixOS GH200 node (aarch64, 1 GPU): like nixos-h200, but the ICD is nvidia_icd.aarch64.json and
@@ -279,4 +325,60 @@ nvidia.com/gpu=GPU-<uuid> fail (F6); cdi check and up report each missing name."
 readme broken-empty-device "# broken-empty-device
 nixos-h200 with a device demo1 that has no container edits (F8): cdi check names it, cdi patch
 exits 65 and writes nothing."
+readme dup-spec-copy "# dup-spec-copy
+nixos-h200 with a copy of the generated spec beside it: /var/run/cdi/nvidia.yaml (an earlier
+\`nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml\`) holds the same kind, nvidia.com/gpu,
+and the same device names as nvidia-container-toolkit.json. The CDI library drops every device the
+two declare (\"conflicting device\"), so every nvidia.com/gpu=… is unresolvable. cdi check and
+cdi patch report conflicting-specs naming both files; nothing is written; up exits 1 with it."
+readme plugin-kind "# plugin-kind
+nixos-h200 with the NVIDIA device plugin in a CDI device list strategy (cdi-annotations or
+cdi-cri): it has written its own spec, /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json, kind
+k8s.device-plugin.nvidia.com/gpu, one device per GPU named GPU-<uuid>, with the generator's edits
+and no graphics mounts. Pods get that spec's edits. cdi check reports the graphics files missing
+from both specs; cdi patch patches both and warns device-plugin-spec (the plugin rewrites its
+spec when it starts)."
+readme plugin-kind-store "# plugin-kind-store
+nixos-h200 where the configuration ships a device plugin spec through environment.etc:
+/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json links into a read-only /nix/store path (the link is
+relative here so that the CDI library, reading the tree on this machine, stays inside it). Pods
+asking for k8s.device-plugin.nvidia.com/gpu=GPU-… get that spec, which nodeprep cannot patch:
+cdi check and cdi patch report unpatchable-spec naming the file, the store path and the device;
+nothing is written; up exits 1 with it."
+readme coherent-sibling "# coherent-sibling
+nixos-h200 with a sibling spec the generator wrote next to the named one:
+/var/run/cdi/nvidia-container-toolkit.coherent.json, kind nvidia.com/gpu.coherent (cdiVersion
+0.6.0, which a dotted class needs), device all, the same edits and no graphics mounts. cdi check
+reports its missing graphics files under its path; cdi patch patches it too. Its device names are
+its own: the inventory's GPU-<uuid> names are not required of it."
+readme dangling-dir-mount "# dangling-dir-mount
+nixos-h200 whose ICD manifest names its library through the driver root,
+/run/opengl-driver/lib/libGLX_nvidia.so.0, and whose spec already mounts that ICD manifest at
+/etc/vulkan/icd.d/nvidia_icd.json. The spec mounts /run/opengl-driver as a directory, so the path is
+covered, but in the container that entry is a link to
+/nix/store/<h>-nvidia-x11-$VER/lib/libGLX_nvidia.so.0, which no mount provides: dangling in
+the container although it exists on the host. cdi check reports dangling-in-container; cdi patch
+mounts the real file where the link leads."
+readme missing-companion "# missing-companion
+nixos-h200 whose spec lacks libnvidia-gpucomp.so.$VER and, like the base tree,
+libnvidia-glvkspirv.so.$VER (both opened by the Vulkan driver with dlopen), and whose
+libGLX_nvidia.so.$VER has a DT_NEEDED on libnvidia-allocator.so.$VER, which the spec does not
+mount either. cdi check names all three (missing-driver-library); cdi patch mounts them next to
+libGLX_nvidia in the folder the ldcache hook covers."
+readme mixed-driver-version "# mixed-driver-version
+nixos-h200 whose spec mounts libnvidia-glcore.so.550.54.14 from an old nvidia-x11 store path still
+present after the upgrade, and every other driver library at $VER (the version NVML reports).
+cdi check and cdi patch report mixed-driver-version naming both versions; nothing is written; up
+exits 1 with it."
+readme optional-platform-missing "# optional-platform-missing
+nixos-h200 whose driver ships an xcb EGL external platform manifest, 20_nvidia_xcb.json, naming
+libnvidia-egl-xcb.so.1, which the host does not have. An external platform is optional: cdi check
+and cdi patch warn optional-left-out and leave it out; the rest is patched and the node is ready."
+readme modeset-not-in-spec "# modeset-not-in-spec
+nixos-h200 whose spec lacks /dev/nvidia-modeset, which the host has (the Vulkan driver opens it,
+also without a display). cdi check reports missing-device-node; cdi patch adds it to the spec's
+top-level deviceNodes."
+readme modeset-absent "# modeset-absent
+nixos-h200 with /dev/nvidia-modeset neither in the spec nor on the host (nvidia-modeset not
+loaded). cdi check and cdi patch report missing-device-node: the Vulkan driver fails without it."
 echo "generated: $(ls -d */ | tr -d / | tr '\n' ' ')"

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // TestDemoCleansUp runs scripts/demo.sh (what `make demo` runs) with the
@@ -16,7 +18,7 @@ func TestDemoCleansUp(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		tmp := t.TempDir()
 		cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "demo.sh"))
-		cmd.Env = append(os.Environ(), "NODEPREP="+binary, "TMPDIR="+tmp, "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+		cmd.Env = append(os.Environ(), "NODEPREP="+testkit.Binary(t), "TMPDIR="+tmp, "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
 		if keep {
 			cmd.Env = append(cmd.Env, "DEMO_KEEP=1")
 		}

@@ -58,6 +58,10 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s imports cobra; only cmd/ may", p.ImportPath)
 			case strings.HasPrefix(imp, mod+"/cmd") && !strings.HasPrefix(rel, "cmd/"):
 				t.Errorf("%s imports the command layer %s", p.ImportPath, imp)
+			case rel == "nodeprep/manifest" && strings.HasPrefix(imp, mod+"/"):
+				t.Errorf("%s imports %s: the manifest parser is a leaf both cdi and selftest import", p.ImportPath, imp)
+			case imp == mod+"/nodeprep/testkit":
+				t.Errorf("%s imports testkit, which only tests may import", p.ImportPath)
 			case imp == mod+"/nodeprep" && (strings.HasPrefix(rel, "nodeprep/") || strings.HasPrefix(rel, "cdi")):
 				t.Errorf("%s imports the pipeline package; dependencies run one way", p.ImportPath)
 			}
@@ -69,7 +73,9 @@ func TestDependencies(t *testing.T) {
 // environment or os.Args, or writes to os.Stdout/os.Stderr (comments aside).
 func TestDomainPackagesStayQuiet(t *testing.T) {
 	for _, p := range listPackages(t) {
-		if strings.Contains(p.ImportPath, "/cmd/") {
+		// testkit is imported by tests only (TestDependencies): its -update
+		// flag is a test binary's.
+		if strings.Contains(p.ImportPath, "/cmd/") || p.ImportPath == "github.com/nodeprep/nodeprep/nodeprep/testkit" {
 			continue
 		}
 		for _, v := range noisyLines(t, p) {

@@ -14,28 +14,12 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // The end-to-end tests run the built binary the way `make demo` does, with
 // Mesa's lavapipe and Mesa EGL standing in for the NVIDIA driver, and check
 // every file it writes.
-
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nodeprep-e2e")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "nodeprep")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-	if err != nil {
-		panic("building nodeprep: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 func lavapipe(t *testing.T) (icd, egl string) {
 	t.Helper()
@@ -52,11 +36,7 @@ func lavapipe(t *testing.T) (icd, egl string) {
 
 func hostCopy(t *testing.T, scenario string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return dst
+	return testkit.HostCopy(t, scenario)
 }
 
 type result struct {
@@ -66,7 +46,7 @@ type result struct {
 
 func run(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(testkit.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -354,4 +334,44 @@ func simulatedUUIDs(t *testing.T) []string {
 		out = append(out, g.UUID)
 	}
 	return out
+}
+
+// TestUpRuntimeView runs `up` on each host tree of the runtime's view
+// (issue 11): the kinds that leave GPU pods broken fail the CDI stage with
+// the reason; the ones nodeprep can fix, or that touch only optional
+// pieces, end ready.
+func TestUpRuntimeView(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	tests := []struct {
+		scenario string
+		want     int
+		cause    string // in stdout or stderr
+	}{
+		{"dup-spec-copy", 1, "conflicting-specs: /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml"},
+		{"plugin-kind-store", 1, "unpatchable-spec: pods asking for k8s.device-plugin.nvidia.com/gpu="},
+		{"mixed-driver-version", 1, "mixed-driver-version"},
+		{"modeset-absent", 1, "/dev/nvidia-modeset is neither in the spec nor on the host"},
+		{"plugin-kind", 0, "device-plugin-spec"},
+		{"coherent-sibling", 0, "ready"},
+		{"dangling-dir-mount", 0, "ready"},
+		{"missing-companion", 0, "ready"},
+		{"modeset-not-in-spec", 0, "ready"},
+		{"optional-platform-missing", 0, "optional-left-out"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			root := hostCopy(t, tt.scenario)
+			r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter")
+			if r.code != tt.want {
+				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, tt.want, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stdout+r.stderr, tt.cause) {
+				t.Errorf("output does not name %q:\n%s\n%s", tt.cause, r.stdout, r.stderr)
+			}
+			if s := readStatus(t, root); s.Ready != (tt.want == 0) {
+				t.Errorf("status ready=%v for exit %d", s.Ready, r.code)
+			}
+		})
+	}
 }

@@ -40,11 +40,12 @@ import (
 // the spec's mounts, as the NVIDIA driver does.
 const lvpStore = "/nix/store/0lvp1mesa2lavapipe3stand4in5nvidia6-mesa-lvp"
 
-// lavapipeHost builds the tree under a temporary root for inv's GPUs.
-func lavapipeHost(t *testing.T, inv *gpu.Inventory) *hostfs.Root {
+// lavapipeHost builds the tree under a temporary root for inv's GPUs;
+// layout flags are the script's (--buildenv, --companion).
+func lavapipeHost(t *testing.T, inv *gpu.Inventory, layout ...string) *hostfs.Root {
 	t.Helper()
 	root := t.TempDir()
-	args := []string{filepath.Join("..", "..", "scripts", "make-lavapipe-host.sh"), root}
+	args := append(append([]string{filepath.Join("..", "..", "scripts", "make-lavapipe-host.sh")}, layout...), root)
 	for _, g := range inv.GPUs {
 		args = append(args, g.UUID)
 	}
@@ -336,5 +337,62 @@ func assertNoContainers(t *testing.T, o Options) {
 				t.Errorf("probe process %s still running: %q", pid, cmdline)
 			}
 		}
+	}
+}
+
+// TestLavapipeRuntimeView: the kinds only the container's own file view
+// shows fail inside the container before `cdi patch` (with the loader's
+// own words in the reason), are named by `cdi check`, and pass after the
+// patch: an ICD library reached through a directory mount whose entry links
+// into an unmounted store path, and a Vulkan driver library whose DT_NEEDED
+// libraries the spec does not mount.
+func TestLavapipeRuntimeView(t *testing.T) {
+	rootfs := requireContainers(t)
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.GPUs = inv.GPUs[:1]
+	tests := []struct {
+		layout string
+		code   string // cdi check's finding before the patch
+		said   string // in the failing reason: the loader's or driver's stderr
+	}{
+		{layout: "--buildenv", code: cdi.CodeDanglingInContainer, said: "libvulkan_lvp.so"},
+		{layout: "--companion", code: cdi.CodeMissingDriverLibrary, said: "libvulkan_lvp.so: cannot open shared object file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.layout, func(t *testing.T) {
+			host := lavapipeHost(t, inv, tt.layout)
+			opts := cdi.FileOptions{Spec: cdi.DefaultSpecPath, Discover: cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: runtime.GOARCH}}
+			check, err := cdi.CheckFile(host, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(check.Findings, func(f cdi.Finding) bool { return f.Code == tt.code && f.Severity == cdi.SeverityError }) {
+				t.Errorf("cdi check before the patch lacks %s: %v", tt.code, check.Findings)
+			}
+			o := testOptions(t, rootfs)
+			o.ProbeArgs = []string{saysArg}
+			before := run(t, host, inv, o)
+			if before.Passed {
+				t.Fatal("passed before the patch")
+			}
+			var all []string
+			for _, r := range before.Reasons {
+				all = append(all, r.Message)
+			}
+			for _, said := range []string{tt.said, "the Vulkan loader and driver said: " + driverSays} {
+				if !strings.Contains(strings.Join(all, "\n"), said) {
+					t.Errorf("the reasons do not carry the loader's or driver's words (%q):\n%s", said, strings.Join(all, "\n"))
+				}
+			}
+			patch(t, host)
+			o.WorkDir = t.TempDir()
+			after := run(t, host, inv, o)
+			if !after.Passed {
+				t.Fatalf("after the patch: reasons %+v", after.Reasons)
+			}
+		})
 	}
 }

@@ -22,6 +22,12 @@ const (
 	crashArg = "__ctrtest_crash"
 )
 
+// saysArg makes the probe print driverSays on stderr first, as the NVIDIA
+// driver does when it cannot open a companion library, then probe.
+const saysArg = "__ctrtest_says"
+
+const driverSays = "NVIDIA: unable to open libnvidia-glvkspirv.so.550.54.15"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 {
 		switch os.Args[1] {
@@ -32,6 +38,10 @@ func TestMain(m *testing.M) {
 			var p *int
 			*p = 1
 		}
+	}
+	if len(os.Args) == 3 && os.Args[1] == saysArg {
+		fmt.Fprintln(os.Stderr, driverSays)
+		os.Args[1] = probeArg
 	}
 	if len(os.Args) == 3 && os.Args[1] == probeArg {
 		if err := selftest.ServeProbe(os.Args[2], os.Stdout); err != nil {

@@ -1,6 +1,8 @@
 package ctrtest
 
 import (
+	"github.com/nodeprep/nodeprep/cdi/specset"
+
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +55,12 @@ type Options struct {
 	// spec in its directory, resolved under the host root, as a runtime
 	// configured with that directory would (default cdi.DefaultSpecPath).
 	Spec string
+	// SpecDirs are the runtime's CDI spec directories (host paths, lowest
+	// priority first): the container's devices are resolved against every
+	// spec in them, as containerd does with cdi_spec_dirs. Empty means
+	// specset.DefaultDirs; the spec's own directory is added (last, highest
+	// priority) when it is not among them.
+	SpecDirs []string
 	// Kind is the CDI kind of the devices (default DefaultKind); each GPU's
 	// device is <Kind>=<its NVML UUID>.
 	Kind string
@@ -184,10 +193,12 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		rep.fail(selftest.ReasonNoGPUs, "the inventory has no GPU: nothing to test")
 		return rep, nil
 	}
-	specDir, err := host.Path(path.Dir(o.Spec))
-	if err != nil {
-		rep.fail(ReasonCDIUnresolvable, "CDI spec directory of %s: %v", o.Spec, err)
-		return rep, nil
+	specDirs := o.SpecDirs
+	if len(specDirs) == 0 {
+		specDirs = specset.DefaultDirs
+	}
+	if !slices.Contains(specDirs, path.Dir(o.Spec)) {
+		specDirs = append(slices.Clone(specDirs), path.Dir(o.Spec))
 	}
 
 	work, err := os.MkdirTemp(o.WorkDir, "nodeprep-container-")
@@ -200,7 +211,7 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		}
 	}()
 	r := &runner{
-		o: o, host: host, image: image, binary: binary, specDir: specDir, work: work,
+		o: o, host: host, image: image, binary: binary, specDirs: specDirs, work: work,
 		rt: &Runtime{Path: rt, StateDir: path.Join(work, "state"), Log: o.Log},
 	}
 	if v, err := r.rt.Version(ctx); err == nil {
@@ -247,7 +258,7 @@ type runner struct {
 	host     *hostfs.Root
 	image    *hostfs.Root
 	binary   string
-	specDir  string
+	specDirs []string // host paths of the runtime's CDI spec directories
 	work     string
 	rt       *Runtime
 	argv     []string // the probe's command line in the container, without the request
@@ -272,7 +283,7 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 	}
 
 	// A cache per set: RerootDeviceNodes edits what it loaded.
-	cache, err := NewCache(r.specDir)
+	cache, _, err := specset.NewCache(r.host, r.specDirs)
 	if err != nil {
 		c.fail(ReasonCDIUnresolvable, "%v", err)
 		return c
@@ -316,23 +327,63 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 		return c
 	}
 	var (
-		wg  sync.WaitGroup
-		vk  selftest.ProbeResult[selftest.VulkanReport]
-		egl selftest.ProbeResult[selftest.EGLReport]
+		wg              sync.WaitGroup
+		vk              selftest.ProbeResult[selftest.VulkanReport]
+		egl             selftest.ProbeResult[selftest.EGLReport]
+		vkSaid, eglSaid string
 	)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		vk = probe(ctx, r, vkSpec, selftest.APIVulkan, selftest.DecodeVulkanReport)
+		vk, vkSaid = probe(ctx, r, vkSpec, selftest.APIVulkan, selftest.DecodeVulkanReport)
 	}()
 	go func() {
 		defer wg.Done()
-		egl = probe(ctx, r, eglSpec, selftest.APIEGL, selftest.DecodeEGLReport)
+		egl, eglSaid = probe(ctx, r, eglSpec, selftest.APIEGL, selftest.DecodeEGLReport)
 	}()
 	wg.Wait()
 	c.Selftest = selftest.Evaluate(inv, vk, egl, selftest.Policy{RequireEGL: !r.o.EGLOptional, AllowCPUAdapter: r.o.AllowCPUAdapter, Hints: hints})
 	c.Selftest.DurationMS = msSince(start)
+	// A failing GPU's reason carries what the loader and the driver printed
+	// in the container ("unable to open libnvidia-glvkspirv.so…"): the
+	// report says what failed, they say why.
+	var said []string
+	if vkSaid != "" {
+		said = append(said, "the Vulkan loader and driver said: "+vkSaid)
+	}
+	if eglSaid != "" {
+		said = append(said, "libEGL and the driver said: "+eglSaid)
+	}
+	if !c.Selftest.Passed && len(said) > 0 {
+		for i := range c.Selftest.Reasons {
+			c.Selftest.Reasons[i].Message += " (" + strings.Join(said, "; ") + ")"
+		}
+	}
 	return c
+}
+
+// Bounds of the stderr lines a reason quotes.
+const (
+	saidLines = 8   // the last lines
+	saidLine  = 200 // bytes of each
+)
+
+// stderrTail returns the last saidLines non-empty lines of a probe's
+// stderr, each cut to saidLine bytes, joined by " | "; "" for none.
+func stderrTail(b []byte) string {
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > saidLine {
+				l = l[:saidLine] + "…"
+			}
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > saidLines {
+		lines = append([]string{"…"}, lines[len(lines)-saidLines:]...)
+	}
+	return strings.Join(lines, " | ")
 }
 
 // probeSpec returns a copy of spec whose process runs the probe for req.
@@ -353,11 +404,14 @@ func (r *runner) probeSpec(spec *rspec.Spec, req selftest.ProbeRequest) (*rspec.
 	return &s, nil
 }
 
-// probe runs one probe container and decodes its report.
-func probe[T any](ctx context.Context, r *runner, spec *rspec.Spec, api selftest.API, decode func([]byte) (*T, error)) selftest.ProbeResult[T] {
+// probe runs one probe container and decodes its report. said is the tail
+// of what the probe printed on stderr next to a report (the loader's and
+// the driver's messages; see stderrTail), "" otherwise: without a report
+// the failure quotes stderr itself.
+func probe[T any](ctx context.Context, r *runner, spec *rspec.Spec, api selftest.API, decode func([]byte) (*T, error)) (res selftest.ProbeResult[T], said string) {
 	what := fmt.Sprintf("%s probe in the container", api)
-	failed := func(kind selftest.ReasonKind, format string, args ...any) selftest.ProbeResult[T] {
-		return selftest.ProbeResult[T]{Failure: &selftest.Reason{Kind: kind, Message: what + ": " + fmt.Sprintf(format, args...)}}
+	failed := func(kind selftest.ReasonKind, format string, args ...any) (selftest.ProbeResult[T], string) {
+		return selftest.ProbeResult[T]{Failure: &selftest.Reason{Kind: kind, Message: what + ": " + fmt.Sprintf(format, args...)}}, ""
 	}
 	b, err := newBundle(r.work, r.image.Dir())
 	if err != nil {
@@ -388,7 +442,7 @@ func probe[T any](ctx context.Context, r *runner, spec *rspec.Spec, api selftest
 		if err != nil {
 			return failed(selftest.ReasonBadOutput, "printed a bad report: %v", err)
 		}
-		return selftest.ProbeResult[T]{Report: rep}
+		return selftest.ProbeResult[T]{Report: rep}, stderrTail(out.Stderr)
 	case out.TimedOut:
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return failed(selftest.ReasonTimeout, "cancelled: %v", ctx.Err())

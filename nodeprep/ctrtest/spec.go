@@ -1,11 +1,15 @@
 package ctrtest
 
 import (
+	"path/filepath"
+
+	"github.com/nodeprep/nodeprep/cdi/specset"
+
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
+
 	"slices"
 	"strings"
 
@@ -80,30 +84,20 @@ func BinaryMount(binary string) rspec.Mount {
 	return rspec.Mount{Destination: BinaryPath, Type: "bind", Source: binary, Options: []string{"bind", "ro", "nosuid", "nodev"}}
 }
 
-// NewCache loads the CDI specs in specDir (a directory on this machine:
-// the spec's directory resolved under the host root) the way a runtime
-// does, without watching it.
+// NewCache loads the CDI specs in specDir (a directory on this machine)
+// the way a runtime does, without watching it (specset.NewCache over one
+// directory, host root "/").
 func NewCache(specDir string) (*cdilib.Cache, error) {
-	// The CDI library opens every *.json and *.yaml in the directory with a
-	// blocking open: a FIFO there would hang the self-test past its timeout.
-	entries, err := os.ReadDir(specDir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("loading CDI specs from %q: %w", specDir, err)
+	root, err := hostfs.New("/")
+	if err != nil {
+		return nil, err
 	}
-	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
-			continue
-		}
-		st, err := os.Stat(filepath.Join(specDir, e.Name()))
-		if err == nil && !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("loading CDI specs from %q: %s is not a regular file", specDir, e.Name())
-		}
-	}
-	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(specDir), cdilib.WithAutoRefresh(false))
+	abs, err := filepath.Abs(specDir)
 	if err != nil {
 		return nil, fmt.Errorf("loading CDI specs from %q: %w", specDir, err)
 	}
-	return cache, nil
+	cache, _, err := specset.NewCache(root, []string{abs})
+	return cache, err
 }
 
 // Inject applies the CDI devices to spec with the CDI library

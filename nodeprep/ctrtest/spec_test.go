@@ -2,6 +2,7 @@ package ctrtest
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -275,5 +276,27 @@ func TestNewCacheRefusesFIFO(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("NewCache blocked on a FIFO")
+	}
+}
+
+// TestStderrTail: a reason quotes at most the last saidLines lines of a
+// probe's stderr, each at most saidLine bytes.
+func TestStderrTail(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 300)
+	var many []string
+	for i := range 20 {
+		many = append(many, fmt.Sprintf("line %d", i))
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"\n  \n", ""},
+		{"a\n\nb\n", "a | b"},
+		{long, long[:saidLine] + "…"},
+		{strings.Join(many, "\n"), "… | " + strings.Join(many[12:], " | ")},
+	} {
+		if got := stderrTail([]byte(tt.in)); got != tt.want {
+			t.Errorf("stderrTail(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

@@ -497,3 +497,29 @@ func TestFromNVMLNotNVML(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestMIGWithoutDevices: MIG mode on with no MIG device is a warning in
+// the inventory (inspect and cdi check print it); with devices it is not.
+func TestMIGWithoutDevices(t *testing.T) {
+	t.Parallel()
+	s := simulated(t, "dgx-a100")
+	d := device(s, 3)
+	d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	inv, err := Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := inv.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "GPU 3 ("+inv.GPUs[3].UUID+") has MIG mode on but no MIG device") {
+		t.Fatalf("warnings %q", w)
+	}
+	var b strings.Builder
+	if err := inv.WriteText(&b); err != nil || !strings.Contains(b.String(), "warning: GPU 3") {
+		t.Errorf("inspect text lacks the warning (%v):\n%s", err, b.String())
+	}
+	clean, err := Build(simulated(t, "dgx-a100"))
+	if err != nil || len(clean.Warnings()) != 0 {
+		t.Errorf("MIG off: warnings %q (%v)", clean.Warnings(), err)
+	}
+}

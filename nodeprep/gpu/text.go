@@ -38,6 +38,9 @@ func (inv *Inventory) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "GPU %d MIG %d: %s %s, %d MiB\n", g.Index, d.Index, d.UUID, d.Profile, d.MemoryMiB)
 		}
 	}
+	for _, m := range inv.Warnings() {
+		fmt.Fprintf(&b, "warning: %s\n", m)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -66,4 +69,17 @@ func healthText(h Health) string {
 		return "ok"
 	}
 	return "FAILED: " + strings.Join(h.Reasons, "; ")
+}
+
+// Warnings returns what `inspect` and `cdi check` warn about: each GPU in
+// MIG mode with no MIG device configured (NVML hands out no compute on such
+// a GPU, so a pod asking for it gets nothing useful).
+func (inv *Inventory) Warnings() []string {
+	var out []string
+	for _, g := range inv.GPUs {
+		if g.MIG != nil && g.MIG.Current && len(g.MIG.Devices) == 0 {
+			out = append(out, fmt.Sprintf("GPU %d (%s) has MIG mode on but no MIG device: pods asking for it get nothing useful (create instances with nvidia-smi mig -cgi … -C, or turn MIG off)", g.Index, g.UUID))
+		}
+	}
+	return out
 }

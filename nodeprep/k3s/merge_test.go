@@ -3,7 +3,6 @@ package k3s
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 const (
@@ -167,17 +167,7 @@ func TestMergeMalformed(t *testing.T) {
 // newHost makes a host root with the given files (host path → content).
 func newHost(t testing.TB, files map[string]string) *hostfs.Root {
 	t.Helper()
-	dir := t.TempDir()
-	for p, data := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	root, err := hostfs.New(dir)
+	root, err := hostfs.New(testkit.HostFiles(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}

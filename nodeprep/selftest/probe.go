@@ -22,6 +22,8 @@ static int np_dlopen_check(const char *path, char *err, size_t errlen) {
 import "C"
 
 import (
+	"github.com/nodeprep/nodeprep/nodeprep/manifest"
+
 	_ "embed"
 	"encoding/binary"
 	"encoding/json"
@@ -314,24 +316,14 @@ func verifyPattern(got []uint32, seed uint32) (wrong int, first string) {
 	return wrong, first
 }
 
-// icdManifest is the part of a Vulkan driver manifest the probe reads
-// (Vulkan loader docs, "Driver Manifest File Format").
-type icdManifest struct {
-	ICD struct {
-		LibraryPath string `json:"library_path"`
-	} `json:"ICD"`
-}
-
-// parseICDManifest returns a driver manifest's ICD.library_path.
+// parseICDManifest returns a driver manifest's ICD.library_path, parsed
+// by the one manifest parser (package manifest).
 func parseICDManifest(data []byte) (string, error) {
-	var m icdManifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	info, err := manifest.Parse(manifest.KindICD, data)
+	if err != nil {
 		return "", fmt.Errorf("decoding driver manifest: %w", err)
 	}
-	if m.ICD.LibraryPath == "" {
-		return "", errors.New("driver manifest has no ICD.library_path")
-	}
-	return m.ICD.LibraryPath, nil
+	return info.Libraries[0], nil
 }
 
 // checkICDs reads each manifest (directories: their *.json files) and

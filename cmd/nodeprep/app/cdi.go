@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
@@ -30,6 +31,7 @@ func newCDICommand(g *globals) *cobra.Command {
 // specFlags are the inputs cdi patch and cdi check share.
 type specFlags struct {
 	spec       string
+	specDirs   []string
 	driverRoot string
 	glvndDirs  []string
 	arch       string
@@ -38,6 +40,7 @@ type specFlags struct {
 func (f *specFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.spec, "spec", cdi.DefaultSpecPath, "host path of the CDI spec")
+	fs.StringArrayVar(&f.specDirs, "spec-dir", nil, "a CDI spec directory the container runtime reads (repeatable, lowest priority first, as containerd's cdi_spec_dirs; default /etc/cdi and /var/run/cdi)")
 	fs.StringVar(&f.driverRoot, "driver-root", "/run/opengl-driver", "host directory of the driver's graphics files")
 	fs.StringVar(&f.arch, "arch", runtime.GOARCH, "host architecture as GOARCH names it (amd64, arm64): picks the ICD manifest and the multiarch library directory")
 	fs.StringArrayVar(&f.glvndDirs, "glvnd-dir", nil, "host directory holding libEGL.so.1 and the other glvnd dispatch libraries (repeatable; default <driver-root>/lib)")
@@ -48,7 +51,8 @@ func (f *specFlags) options(g *globals, cmd *cobra.Command) cdi.FileOptions {
 	fs := cmd.Flags()
 	c := g.cfg.CDI
 	return cdi.FileOptions{
-		Spec: flagOr(fs, "spec", f.spec, c.Spec),
+		Spec:     flagOr(fs, "spec", f.spec, c.Spec),
+		SpecDirs: flagOr(fs, "spec-dir", f.specDirs, c.SpecDirs),
 		Discover: cdi.DiscoverOptions{
 			DriverRoot: flagOr(fs, "driver-root", f.driverRoot, c.DriverRoot),
 			GlvndDirs:  flagOr(fs, "glvnd-dir", f.glvndDirs, c.GlvndDirs),
@@ -118,7 +122,7 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		}
 		defer unlock() //nolint:errcheck // released on exit anyway
 	}
-	res, err := cdi.PatchFile(g.host, opts, dry)
+	res, err := specset.Patch(g.host, opts, dry)
 	if err != nil {
 		return err
 	}
@@ -140,8 +144,8 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 	var verb string
 	switch {
-	case !res.Changed && res.Findings.Errors() > 0:
-		verb = "not patched"
+	case res.Findings.Errors() > 0 && !res.Written:
+		verb = "not patched: nothing written because of the problems below"
 	case !res.Changed:
 		verb = "already patched, unchanged"
 	case !res.Written && res.Findings.Errors() > 0:
@@ -158,6 +162,15 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 	} else {
 		for _, c := range res.Changes {
 			fmt.Fprintf(&b, "  %s\n", c)
+		}
+	}
+	for _, rel := range res.Related {
+		if diff {
+			b.WriteString(rel.Diff)
+			continue
+		}
+		for _, c := range rel.Changes {
+			fmt.Fprintf(&b, "  %s: %s\n", rel.Spec, c)
 		}
 	}
 	if err := writeFindings(&b, res.Findings); err != nil {
@@ -227,6 +240,8 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
+		opts.Discover.DriverVersion = inv.DriverVersion
+		extra = append(extra, nodeprep.InventoryFindings(inv)...)
 	case errors.Is(err, fault.ErrUnavailable):
 		extra = append(extra, cdi.Finding{Severity: cdi.SeverityWarning, Code: inventoryFinding, Message: fmt.Sprintf("device names not checked: %v", err)})
 	default:
@@ -234,7 +249,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	}
 	opts.Expect = expect
 	extra = append(extra, runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot)...)
-	res, err := cdi.CheckFile(g.host, opts)
+	res, err := specset.Check(g.host, opts)
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // runCLI runs nodeprep in-process and returns its output and exit code.
@@ -24,11 +24,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // hostCopy copies testdata/hosts/<scenario> to a temporary root.
 func hostCopy(t *testing.T, scenario string) string {
 	t.Helper()
-	dst := filepath.Join(t.TempDir(), scenario)
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", scenario), dst).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return dst
+	return testkit.HostCopy(t, scenario)
 }
 
 const specRel = "run/cdi/nvidia-container-toolkit.json"
@@ -64,6 +60,26 @@ func TestCDIExitCodes(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specPath: /x\n"), 0o644)
 		}, want: 65, stderr: "unknown key cdi.specPath"},
+		{name: "duplicate-spec-check", scenario: "dup-spec-copy", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "conflicting-specs  /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml"},
+		{name: "duplicate-spec-patch", scenario: "dup-spec-copy", args: []string{"cdi", "patch"}, want: 1, stdout: "not patched: nothing written"},
+		{name: "plugin-kind-patch", scenario: "plugin-kind", args: []string{"cdi", "patch"}, want: 0, stdout: "  /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json: add vulkan-icd", changed: true},
+		{name: "plugin-store-patch", scenario: "plugin-kind-store", args: []string{"cdi", "patch"}, want: 1, stdout: "unpatchable-spec"},
+		{name: "spec-dir-flag", scenario: "plugin-kind-store", args: []string{"cdi", "patch", "--spec-dir", "/var/run/cdi"}, want: 0, changed: true},
+		{name: "spec-dirs-config", scenario: "plugin-kind-store", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [/var/run/cdi]\n"), 0o644)
+		}, want: 0, changed: true},
+		{name: "spec-dirs-relative", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specDirs: [etc/cdi]\n"), 0o644)
+		}, want: 65, stderr: "cdi.specDirs"},
+		{name: "driver-version-from-nvml", scenario: "fhs-ubuntu", args: []string{"cdi", "check", "--simulate", "dgx-b200"}, want: 1, stdout: "mixed-driver-version  the spec mounts driver libraries of 550.54.15 (e.g. /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15) but the driver is 560.28.03"},
+		{name: "unchanged-with-error", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != 0 {
+				t.Fatalf("first patch: exit %d", code)
+			}
+			os.Remove(filepath.Join(root, "dev/nvidia-modeset"))
+		}, want: 1, stdout: "not patched: nothing written because of the problems below\nerror    missing-host-path  device node /dev/nvidia-modeset does not exist on the host"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
@@ -84,6 +100,9 @@ func TestCDIExitCodes(t *testing.T) {
 			stdout, stderr, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
 			if code != tt.want {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.want, stdout, stderr)
+			}
+			if strings.Contains(stdout, "already patched") && code != 0 {
+				t.Errorf("\"already patched\" printed next to an error:\n%s", stdout)
 			}
 			if !strings.Contains(stderr, tt.stderr) || !strings.Contains(stdout, tt.stdout) {
 				t.Errorf("output lacks %q / %q\nstdout:\n%s\nstderr:\n%s", tt.stdout, tt.stderr, stdout, stderr)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 var clusterCorpus = filepath.Join("..", "..", "..", "testdata", "cluster")
@@ -20,7 +22,7 @@ func clusterRun(t *testing.T, stdin string, args ...string) (stdout, stderr stri
 
 func golden(t *testing.T, path, got string) {
 	t.Helper()
-	if *update {
+	if *testkit.Update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}

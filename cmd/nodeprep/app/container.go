@@ -75,6 +75,7 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 		Rootfs:          rootfs,
 		Runtime:         flagOr(f, "oci-runtime", c.runtime, cfg.OCIRuntime),
 		Spec:            spec,
+		SpecDirs:        g.cfg.CDI.SpecDirs,
 		PerGPU:          c.perGPU,
 		Timeout:         flagOr(f, "timeout", st.timeout, timeout),
 		EGLOptional:     !flagOr(f, "require-egl", st.requireEGL, requireEGL),

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // TestDocsUpToDate: the command reference under docs/cli and the man pages
@@ -19,7 +21,7 @@ func TestDocsUpToDate(t *testing.T) {
 	}
 	for _, dir := range []string{"cli", "man"} {
 		want := filepath.Join(docs, dir)
-		if *update {
+		if *testkit.Update {
 			if err := os.RemoveAll(want); err != nil {
 				t.Fatal(err)
 			}

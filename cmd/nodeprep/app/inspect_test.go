@@ -3,21 +3,14 @@ package app
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current output")
-
-// goldenDir holds inspect's expected outputs (the repository's testdata).
-var goldenDir = filepath.Join("..", "..", "..", "testdata", "inspect")
 
 // inspectRun runs nodeprep with args under an empty host root (so no host config
 // file is read) and returns stdout, stderr and the exit code.
@@ -32,22 +25,7 @@ func inspectRun(t *testing.T, args ...string) (stdout, stderr string, code int) 
 
 func inspectGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join(goldenDir, name)
-	if *update {
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test -update): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	testkit.Golden(t, "inspect/"+name, []byte(got))
 }
 
 func TestInspectGolden(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 const joinDropIn = "/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml"
@@ -14,17 +16,7 @@ const joinDropIn = "/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml"
 // joinHost makes a host root holding files (host path → content).
 func joinHost(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for p, data := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return testkit.HostFiles(t, files)
 }
 
 func joinRun(t *testing.T, root string, args ...string) (stdout, stderr string, code int) {

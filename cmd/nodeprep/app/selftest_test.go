@@ -7,13 +7,12 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 func TestSelftestUsage(t *testing.T) {
@@ -109,35 +108,11 @@ func TestSelftestText(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
-
-// nodeprepBinary builds cmd/nodeprep once into a temporary directory: the
-// self-test re-executes its own binary, which a test binary is not.
+// nodeprepBinary is the nodeprep binary, built once: the self-test
+// re-executes its own binary, which a test binary is not.
 func nodeprepBinary(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds nodeprep; skipped with -short")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "nodeprep-selftest-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "nodeprep")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/nodeprep/nodeprep/cmd/nodeprep").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building nodeprep: %v", buildErr)
-	}
-	return binary
+	return testkit.Binary(t)
 }
 
 // TestBinaryDoesNotLinkGraphics checks nodeprep's DT_NEEDED: the Vulkan

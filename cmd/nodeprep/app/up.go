@@ -85,6 +85,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 	if copts, ok, err := o.ctr.options(g, fs, &o.selftestFlags, o.inv.simulate != "", cdiOpts.Spec); err != nil {
 		return err
 	} else if ok {
+		copts.SpecDirs = cdiOpts.SpecDirs
 		ctr = &copts
 	}
 	unlock, err := lock(cmd.Context(), g, cmd, o.wait)

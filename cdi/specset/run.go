@@ -1,0 +1,190 @@
+package specset
+
+import (
+	"fmt"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// expects reports whether a spec of this kind must serve the inventory's
+// device names: the generator's nvidia.com/gpu and the device plugin's
+// k8s.device-plugin.nvidia.com/gpu name one device per GPU (by its
+// deviceIDStrategy); sibling classes such as nvidia.com/gpu.coherent name
+// their own.
+func expects(s Spec) bool {
+	return s.Role == RoleNamed || s.Kind == "nvidia.com/gpu" || s.Kind == PluginVendor+"/gpu"
+}
+
+// relatedFindings prefixes a related spec's findings with its path, so
+// the merged list says which file each is about.
+func relatedFindings(specPath string, fs cdi.Findings) cdi.Findings {
+	out := make(cdi.Findings, 0, len(fs))
+	for _, f := range fs {
+		f.Message = specPath + ": " + f.Message
+		out = append(out, f)
+	}
+	return out
+}
+
+// pluginFinding warns that the device plugin regenerates its spec.
+func pluginFinding(s Spec) cdi.Finding {
+	return cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodePluginSpec,
+		Message: fmt.Sprintf("the NVIDIA device plugin's own spec: pods asking for %s=… get it, and the plugin rewrites it without graphics mounts when it starts; run nodeprep cdi patch after it (see docs/runtime-view.md)", s.Kind)}
+}
+
+// Check checks every GPU spec in the runtime's view (opts.SpecDirs) the way
+// cdi.CheckFile checks one: opts.Spec is the named spec, and the result is
+// its CheckResult with the view's findings and every other GPU spec's
+// (Related) merged into Findings. The graphics files are discovered once.
+// Errors: those of Load and of cdi.CheckFile on the named spec
+// (fault.ErrUnavailable when it is missing, fault.ErrMalformed when it does
+// not parse).
+func Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
+	v, err := Load(host, opts.SpecDirs, opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return v.Check(host, opts)
+}
+
+// Check is Check over an already loaded view.
+func (v *View) Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
+	named, err := v.checkNamed(host, opts)
+	if err != nil {
+		return nil, err
+	}
+	all := append(cdi.Findings{}, named.Findings...)
+	all = append(all, v.Findings...)
+	for _, s := range v.Specs {
+		if s.Path == v.Named {
+			continue
+		}
+		raw := v.loaded[s.Path]
+		var expect []cdi.ExpectedDevice
+		if expects(s) {
+			expect = opts.Expect
+		}
+		fs := cdi.Check(raw.Spec, named.Graphics, host, expect)
+		if s.Role == RolePlugin {
+			fs = append(fs, pluginFinding(s))
+		}
+		rel := &cdi.CheckResult{Spec: s.Path, Findings: fs.Sorted(), Graphics: named.Graphics}
+		named.Related = append(named.Related, rel)
+		all = append(all, relatedFindings(s.Path, rel.Findings)...)
+	}
+	named.Findings = all.Sorted()
+	return named, nil
+}
+
+// checkNamed checks the named spec: from the library's parse when the
+// runtime reads it and the library accepts it, else with cdi.CheckFile
+// (which reads, validates and reports it on its own).
+func (v *View) checkNamed(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
+	raw, ok := v.loaded[v.Named]
+	if !ok {
+		return cdi.CheckFile(host, opts)
+	}
+	g, err := cdi.Discover(host, opts.Discover)
+	if err != nil {
+		return nil, err
+	}
+	return &cdi.CheckResult{Spec: v.Named, Findings: cdi.Check(raw.Spec, g, host, opts.Expect), Graphics: g}, nil
+}
+
+// Patch patches every GPU spec in the runtime's view (opts.SpecDirs) the
+// way cdi.PatchFile patches one, and returns the named spec's result with
+// the others in Related and every finding merged: PlanPatch, then, unless
+// dryRun, ApplyPatch. Errors: those of PlanPatch and ApplyPatch.
+func Patch(host *hostfs.Root, opts cdi.FileOptions, dryRun bool) (*cdi.PatchResult, error) {
+	p, err := PlanPatch(host, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !dryRun {
+		if err := ApplyPatch(host, p); err != nil {
+			return nil, err
+		}
+	}
+	return p.Result, nil
+}
+
+// PatchPlan is a patch of the runtime's whole view, planned and not yet
+// written: one cdi.PatchPlan per spec nodeprep patches, the named spec's
+// first. Result is the named spec's result with the others in Related and
+// every finding merged.
+type PatchPlan struct {
+	Result *cdi.PatchResult
+	plans  []*cdi.PatchPlan
+	// blocked is set when the view itself has an error (conflicting
+	// copies, an unpatchable spec a pod would get, a spec the library
+	// refuses): then nothing is written, since the patch would not make
+	// the node work.
+	blocked bool
+}
+
+// PlanPatch loads the view over opts.SpecDirs and plans the patch of every
+// GPU spec in it (cdi.PlanPatch for each; nothing is written). Errors: those
+// of Load and cdi.PlanPatch, the latter naming the spec and its kind.
+func PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
+	v, err := Load(host, opts.SpecDirs, opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	return v.PlanPatch(host, opts)
+}
+
+// PlanPatch is PlanPatch over an already loaded view. The view's specs are
+// read again from disk: a plan needs their bytes to write nothing when
+// nothing changes.
+func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
+	named, err := cdi.PlanPatch(host, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &PatchPlan{plans: []*cdi.PatchPlan{named}, blocked: v.Findings.Errors() > 0}
+	res := named.Result
+	all := append(cdi.Findings{}, res.Findings...)
+	all = append(all, v.Findings...)
+	for _, s := range v.Specs {
+		if s.Path == v.Named || s.Unpatchable != "" {
+			continue // the view's findings name an unpatchable spec
+		}
+		o := opts
+		o.Spec = s.Path
+		o.Expect = nil
+		if expects(s) {
+			o.Expect = opts.Expect
+		}
+		rel, err := cdi.PlanPatch(host, o)
+		if err != nil {
+			return nil, fmt.Errorf("patching %s, which the runtime serves for %s: %w", s.Path, s.Kind, err)
+		}
+		if s.Role == RolePlugin {
+			rel.Result.Findings = append(rel.Result.Findings, pluginFinding(s)).Sorted()
+		}
+		p.plans = append(p.plans, rel)
+		res.Related = append(res.Related, rel.Result)
+		res.Changed = res.Changed || rel.Result.Changed
+		all = append(all, relatedFindings(s.Path, rel.Result.Findings)...)
+	}
+	res.Findings = all.Sorted()
+	p.Result = res
+	return p, nil
+}
+
+// ApplyPatch writes every spec the plan changed (cdi.ApplyPatch for each;
+// each write atomic, a spec whose own findings have an error is not
+// written) and nothing when the view itself has an error. Errors: the
+// first write's (fault.ErrCantWrite), the specs after it left unwritten.
+func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
+	if p.blocked {
+		return nil
+	}
+	for _, pl := range p.plans {
+		if err := cdi.ApplyPatch(host, pl); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+// Package specset is the CDI view: every spec a container runtime reads
+// from its CDI spec directories, loaded with the CDI library's own cache
+// (tags.cncf.io/container-device-interface pkg/cdi NewCache), exactly as
+// containerd and CRI-O resolve device names against it.
+//
+// A runtime does not read one spec file: it reads every *.json and *.yaml
+// in each directory of cdi_spec_dirs (containerd; default /etc/cdi then
+// /var/run/cdi, later directories winning) and resolves "vendor/class=name"
+// against all of them. So a second copy of the generated spec drops every
+// device the two share (the library's "conflicting device" rule), and the
+// NVIDIA device plugin's own kind, k8s.device-plugin.nvidia.com/gpu, serves
+// pods from a spec nodeprep never patched unless it looks. Load builds the
+// view once; Check and Patch judge and patch every GPU spec in it, so that
+// `cdi check`, `cdi patch`, `up` and `selftest --container` agree.
+package specset
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// DefaultDirs are the CDI spec directories a runtime reads when
+// cdi_spec_dirs is not set, lowest priority first (CDI library
+// DefaultSpecDirs; containerd's default).
+var DefaultDirs = []string{"/etc/cdi", "/var/run/cdi"}
+
+// StorePrefix is where NixOS keeps read-only build outputs: a spec that
+// resolves there cannot be patched in place.
+const StorePrefix = "/nix/store/"
+
+// Role says why a spec is in the view's GPU set.
+type Role string
+
+// Roles of a GPU spec.
+const (
+	// RoleNamed is the spec nodeprep was pointed at (cdi.spec, --spec).
+	RoleNamed Role = "named"
+	// RoleGenerator is another spec of NVIDIA's nvidia.com/gpu or
+	// nvidia.com/gpu.* kinds (nvidia-ctk writes siblings, e.g. a
+	// .coherent class, next to the named one).
+	RoleGenerator Role = "generator"
+	// RolePlugin is a spec of the NVIDIA device plugin's own vendor
+	// (k8s.device-plugin.nvidia.com/*), which it generates and asks for in
+	// its cdi-annotations and cdi-cri device list strategies.
+	RolePlugin Role = "device-plugin"
+)
+
+// PluginVendor is the CDI vendor the NVIDIA k8s-device-plugin writes and
+// requests (cmd/nvidia-device-plugin: cdi.WithVendor).
+const PluginVendor = "k8s.device-plugin.nvidia.com"
+
+// GPURole returns the role a spec of this kind ("vendor/class") plays for
+// GPU pods, and false for kinds no GPU pod is served from (such as
+// management.nvidia.com/gpu or another vendor's).
+func GPURole(kind string) (Role, bool) {
+	vendor, class, ok := strings.Cut(kind, "/")
+	if !ok {
+		return "", false
+	}
+	switch {
+	case vendor == "nvidia.com" && (class == "gpu" || strings.HasPrefix(class, "gpu.")):
+		return RoleGenerator, true
+	case vendor == PluginVendor:
+		return RolePlugin, true
+	}
+	return "", false
+}
+
+// Spec is one GPU spec in the view.
+type Spec struct {
+	Path     string `json:"path" yaml:"path"`         // host path, under the directory the runtime reads it from
+	Kind     string `json:"kind" yaml:"kind"`         // vendor/class
+	Role     Role   `json:"role" yaml:"role"`         // why it is patched
+	Priority int    `json:"priority" yaml:"priority"` // index of its directory in Dirs: a higher one wins a name
+	// Devices are the names it declares, in file order.
+	Devices []string `json:"devices" yaml:"devices"`
+	// Unpatchable says why nodeprep cannot patch the file in place
+	// (it resolves into the read-only store); empty when it can.
+	Unpatchable string `json:"unpatchable,omitempty" yaml:"unpatchable,omitempty"`
+}
+
+// View is what the runtime sees in its spec directories.
+type View struct {
+	Dirs []string `json:"dirs" yaml:"dirs"` // host paths, lowest priority first
+	// Named is the spec nodeprep was pointed at (host path).
+	Named string `json:"named" yaml:"named"`
+	// Specs are the GPU specs, named first, then by priority and path.
+	Specs []Spec `json:"specs" yaml:"specs"`
+	// Findings are the view's own problems: conflicting copies, specs the
+	// library refuses, unpatchable specs a pod would get, a named spec the
+	// runtime does not read.
+	Findings cdi.Findings `json:"findings" yaml:"findings"`
+
+	// loaded are the specs the library parsed and validated, by host path.
+	loaded map[string]*cdilib.Spec
+	// refused are the library's load errors, by host path.
+	refused map[string]error
+}
+
+// NewCache loads the CDI library's cache over dirs (host paths, lowest
+// priority first) resolved under host, without watching them, and returns
+// it with the machine directory of each host directory. A FIFO or other
+// non-regular *.json/*.yaml file in a directory is an error: the library
+// opens them with a blocking open, which would hang a boot.
+func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
+	machine := make([]string, 0, len(dirs))
+	for _, d := range dirs {
+		p, err := host.Path(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("CDI spec directory %q: %w", d, err)
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("loading CDI specs from %q: %w", d, err)
+		}
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
+				continue
+			}
+			st, err := os.Stat(filepath.Join(p, e.Name()))
+			if err == nil && !st.Mode().IsRegular() {
+				return nil, nil, fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name())
+			}
+		}
+		machine = append(machine, p)
+	}
+	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(machine...), cdilib.WithAutoRefresh(false))
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading CDI specs from %s: %w", strings.Join(dirs, ", "), err)
+	}
+	return cache, machine, nil
+}
+
+// Load builds the view over dirs (DefaultDirs when empty) under host, with
+// named the spec nodeprep was pointed at. Errors: a directory that cannot
+// be read (see NewCache). Everything the library reports about a spec is a
+// finding, not an error.
+func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
+	if len(dirs) == 0 {
+		dirs = DefaultDirs
+	}
+	cache, machine, err := NewCache(host, dirs)
+	if err != nil {
+		return nil, err
+	}
+	v := &View{Dirs: slices.Clone(dirs), Named: named, loaded: map[string]*cdilib.Spec{}, refused: map[string]error{}}
+	hostPathOf := func(p string) string {
+		for i, m := range machine {
+			if p == m || strings.HasPrefix(p, m+"/") {
+				return dirs[i] + strings.TrimPrefix(p, m)
+			}
+		}
+		return p
+	}
+	reword := func(s string) string {
+		for i, m := range machine {
+			s = strings.ReplaceAll(s, m+"/", dirs[i]+"/")
+		}
+		return s
+	}
+	namedIn := -1
+	for i, d := range dirs {
+		if path.Dir(named) == path.Clean(d) {
+			namedIn = i
+		}
+	}
+	if named != "" && namedIn < 0 {
+		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodeSpecNotRead,
+			Message: fmt.Sprintf("%s is in none of the CDI spec directories %s: the runtime does not read it", named, strings.Join(dirs, ", "))})
+	}
+
+	var conflicts []string
+	for p, errs := range cache.GetErrors() {
+		hp := hostPathOf(p)
+		var other []error
+		for _, e := range errs {
+			if strings.Contains(e.Error(), "conflicting device") {
+				conflicts = append(conflicts, reword(e.Error()))
+				continue
+			}
+			other = append(other, e)
+		}
+		if len(other) > 0 {
+			v.refused[hp] = errors.Join(other...)
+		}
+	}
+	v.Findings = append(v.Findings, conflictFindings(conflicts)...)
+	for hp, err := range v.refused {
+		if hp == named {
+			continue // the named spec's own checks report it
+		}
+		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeInvalidSpec,
+			Message: fmt.Sprintf("the CDI library refuses %s: %s", hp, reword(err.Error()))})
+	}
+
+	for _, vendor := range cache.ListVendors() {
+		for _, s := range cache.GetVendorSpecs(vendor) {
+			kind := s.GetVendor() + "/" + s.GetClass()
+			role, ok := GPURole(kind)
+			hp := hostPathOf(s.GetPath())
+			if hp == named {
+				role, ok = RoleNamed, true
+			}
+			if !ok {
+				continue
+			}
+			v.loaded[hp] = s
+			sp := Spec{Path: hp, Kind: kind, Role: role, Priority: s.GetPriority()}
+			for _, d := range s.Devices {
+				sp.Devices = append(sp.Devices, d.Name)
+			}
+			if r, err := host.Resolve(hp); err == nil && strings.HasPrefix(r, StorePrefix) {
+				sp.Unpatchable = fmt.Sprintf("it resolves to %s in the read-only Nix store", r)
+			}
+			v.Specs = append(v.Specs, sp)
+			v.shadowed(cache, sp)
+		}
+	}
+	if _, ok := v.loaded[named]; !ok && named != "" && namedIn >= 0 {
+		// Refused or absent: the named spec's own load reports why.
+		v.Specs = append(v.Specs, Spec{Path: named, Role: RoleNamed, Priority: namedIn})
+	}
+	sort.SliceStable(v.Specs, func(i, j int) bool {
+		a, b := v.Specs[i], v.Specs[j]
+		if (a.Role == RoleNamed) != (b.Role == RoleNamed) {
+			return a.Role == RoleNamed
+		}
+		if a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		return a.Path < b.Path
+	})
+	for _, s := range v.Specs {
+		if s.Unpatchable == "" {
+			continue
+		}
+		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeUnpatchableSpec,
+			Message: fmt.Sprintf("pods asking for %s=%s get %s, which nodeprep cannot patch: %s (generate it into a writable CDI directory, e.g. /var/run/cdi)", s.Kind, firstOr(s.Devices, "…"), s.Path, s.Unpatchable)})
+	}
+	return v, nil
+}
+
+// shadowed warns about each of sp's devices that a spec in a later
+// directory serves instead (the CDI library's priority rule: no error, the
+// earlier spec is simply never used for that name).
+func (v *View) shadowed(cache *cdilib.Cache, sp Spec) {
+	for _, name := range sp.Devices {
+		d := cache.GetDevice(sp.Kind + "=" + name)
+		if d == nil || d.GetSpec() == nil || d.GetSpec().GetPriority() <= sp.Priority {
+			continue
+		}
+		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodeShadowedDevice,
+			Message: fmt.Sprintf("%s=%s in %s is shadowed by a spec in a later CDI directory: pods get that one", sp.Kind, name, sp.Path)})
+		return
+	}
+}
+
+// conflictPattern matches the CDI library's conflict error (pkg/cdi
+// cache.go: conflicting device %q (specs %q, %q)).
+var conflictPattern = regexp.MustCompile(`^conflicting device "([^"]*)" \(specs "([^"]*)", "([^"]*)"\)$`)
+
+// conflictFindings turns the library's conflict errors, one per device
+// and reported under both files, into one finding per pair of files
+// naming the devices the library dropped. An error in a form this
+// version does not know is reported as it is.
+func conflictFindings(errs []string) cdi.Findings {
+	type pair struct{ a, b string }
+	devices := map[pair][]string{}
+	var fs cdi.Findings
+	for _, e := range errs {
+		m := conflictPattern.FindStringSubmatch(e)
+		if m == nil {
+			fs = append(fs, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeConflictingSpecs, Message: "the CDI library reports: " + e})
+			continue
+		}
+		p := pair{m[2], m[3]}
+		if p.b < p.a {
+			p = pair{p.b, p.a}
+		}
+		if !slices.Contains(devices[p], m[1]) {
+			devices[p] = append(devices[p], m[1])
+		}
+	}
+	pairs := slices.Collect(maps.Keys(devices))
+	slices.SortFunc(pairs, func(x, y pair) int { return strings.Compare(x.a+"\x00"+x.b, y.a+"\x00"+y.b) })
+	for _, p := range pairs {
+		names := devices[p]
+		slices.Sort(names)
+		fs = append(fs, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeConflictingSpecs,
+			Message: fmt.Sprintf("%s and %s declare the same %d device(s) (%s): the CDI library drops every one, so pods asking for them fail with \"unresolvable CDI devices\"; remove one of the files", p.a, p.b, len(names), strings.Join(names, ", "))})
+	}
+	return fs
+}
+
+func firstOr(xs []string, def string) string {
+	if len(xs) == 0 {
+		return def
+	}
+	return xs[0]
+}

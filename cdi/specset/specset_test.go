@@ -1,0 +1,220 @@
+package specset_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+func h200Expect() []cdi.ExpectedDevice {
+	var out []cdi.ExpectedDevice
+	for i := range 8 {
+		out = append(out, cdi.ExpectedDevice{Name: gpu.SimulatedUUID("dgx-h200", i), DeviceNodes: []string{fmt.Sprintf("/dev/nvidia%d", i)}})
+	}
+	return out
+}
+
+func h200Options() cdi.FileOptions {
+	return cdi.FileOptions{
+		Spec:     cdi.DefaultSpecPath,
+		Discover: cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"},
+		Expect:   h200Expect(),
+	}
+}
+
+func findingsText(fs cdi.Findings) []byte {
+	var b bytes.Buffer
+	for _, f := range fs {
+		fmt.Fprintln(&b, f)
+	}
+	return b.Bytes()
+}
+
+// snapshot returns every regular file's bytes under root, by path.
+func snapshot(t *testing.T, root *hostfs.Root) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root.Dir(), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestViewGolden checks and patches each host tree through the runtime's
+// view and compares the findings before and after with golden files under
+// testdata/cdi/view/. A tree whose view has an error must change no file;
+// the others must pass check after one patch, and a second patch changes
+// nothing.
+func TestViewGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		scenario string
+		wantErr  bool     // patch refuses: nothing may change on disk
+		patched  []string // specs the patch must write
+		code     string   // a finding code the check must report
+	}{
+		{scenario: "nixos-h200", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingICD},
+		{scenario: "dup-spec-copy", wantErr: true, code: cdi.CodeConflictingSpecs},
+		{scenario: "plugin-kind", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"}, code: cdi.CodePluginSpec},
+		{scenario: "plugin-kind-store", wantErr: true, code: cdi.CodeUnpatchableSpec},
+		{scenario: "dangling-dir-mount", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeDanglingInContainer},
+		{scenario: "missing-companion", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDriverLibrary},
+		{scenario: "modeset-not-in-spec", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDeviceNode},
+		{scenario: "modeset-absent", wantErr: true, code: cdi.CodeMissingDeviceNode},
+		{scenario: "mixed-driver-version", wantErr: true, code: cdi.CodeMixedDriverVersion},
+		{scenario: "optional-platform-missing", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeOptionalLeftOut},
+		{scenario: "coherent-sibling", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/nvidia-container-toolkit.coherent.json"}, code: cdi.CodeMissingICD},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			t.Parallel()
+			root := testkit.HostTree(t, tt.scenario)
+			opts := h200Options()
+			check, err := specset.Check(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.Golden(t, "cdi/view/"+tt.scenario+".check.txt", findingsText(check.Findings))
+			if !slices.ContainsFunc(check.Findings, func(f cdi.Finding) bool { return f.Code == tt.code }) {
+				t.Errorf("check has no %s finding: %v", tt.code, check.Findings)
+			}
+
+			before := snapshot(t, root)
+			res, err := specset.Patch(root, opts, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.Golden(t, "cdi/view/"+tt.scenario+".patch.txt", findingsText(res.Findings))
+			if got := res.Findings.Errors() > 0; got != tt.wantErr {
+				t.Fatalf("patch error findings = %v, want %v: %v", got, tt.wantErr, res.Findings)
+			}
+			if tt.wantErr {
+				if res.Written {
+					t.Error("patch reports a write despite errors")
+				}
+				if after := snapshot(t, root); !mapsEqual(before, after) {
+					t.Error("patch with errors changed a file")
+				}
+				return
+			}
+			var written []string
+			for _, r := range append([]*cdi.PatchResult{res}, res.Related...) {
+				if r.Written {
+					written = append(written, r.Spec)
+				}
+			}
+			if !slices.Equal(written, tt.patched) {
+				t.Errorf("written %v, want %v", written, tt.patched)
+			}
+			res2, err := specset.Patch(root, opts, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res2.Changed {
+				t.Errorf("second patch changed something")
+			}
+			check2, err := specset.Check(root, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := check2.Findings.Errors(); n != 0 {
+				t.Errorf("check after patch: %d errors:\n%s", n, findingsText(check2.Findings))
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGPURole(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]specset.Role{
+		"nvidia.com/gpu":                   specset.RoleGenerator,
+		"nvidia.com/gpu.coherent":          specset.RoleGenerator,
+		"k8s.device-plugin.nvidia.com/gpu": specset.RolePlugin,
+		"k8s.device-plugin.nvidia.com/mig": specset.RolePlugin,
+		"management.nvidia.com/gpu":        "",
+		"nvidia.com/gpux":                  "",
+		"intel.com/gpu":                    "",
+		"nvidia.com":                       "",
+	} {
+		got, ok := specset.GPURole(kind)
+		if got != want || ok != (want != "") {
+			t.Errorf("GPURole(%q) = %q, %v; want %q", kind, got, ok, want)
+		}
+	}
+}
+
+// TestViewDirs: the view reads only the directories it is given, later
+// ones winning a device name, and warns about a named spec outside them.
+func TestViewDirs(t *testing.T) {
+	t.Parallel()
+	root := testkit.HostTree(t, "plugin-kind-store")
+	v, err := specset.Load(root, []string{"/var/run/cdi"}, cdi.DefaultSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Findings.Errors() != 0 || len(v.Specs) != 1 {
+		t.Fatalf("view over /var/run/cdi only: %d specs, findings %v", len(v.Specs), v.Findings)
+	}
+	v, err = specset.Load(root, []string{"/etc/cdi"}, cdi.DefaultSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, f := range v.Findings {
+		codes = append(codes, f.Code)
+	}
+	if !slices.Contains(codes, cdi.CodeSpecNotRead) || !slices.Contains(codes, cdi.CodeUnpatchableSpec) {
+		t.Errorf("view over /etc/cdi: findings %v, want spec-not-read and unpatchable-spec", v.Findings)
+	}
+
+	// The same spec in both directories: /var/run/cdi (later) wins the
+	// names, /etc/cdi's copy is shadowed, which is no conflict.
+	root = testkit.HostTree(t, "nixos-h200")
+	data, err := root.ReadFile(cdi.DefaultSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root.Dir(), "etc/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.WriteFile("/etc/cdi/nvidia.json", data, hostfs.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v, err = specset.Load(root, nil, cdi.DefaultSpecPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Findings.Errors() != 0 || !strings.Contains(string(findingsText(v.Findings)), cdi.CodeShadowedDevice) {
+		t.Errorf("a copy in /etc/cdi: findings %v, want one shadowed-device warning", v.Findings)
+	}
+}

@@ -1,0 +1,142 @@
+// Package testkit holds what nodeprep's tests share: a writable copy of a
+// host tree from testdata/hosts, golden files under testdata with an
+// -update flag, and the nodeprep binary built once per test binary. Only
+// tests import it.
+package testkit
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// Update is the -update flag of every test binary that imports testkit:
+// Golden rewrites the golden files instead of comparing.
+var Update = flag.Bool("update", false, "rewrite the golden files under testdata/ from the current output")
+
+// RepoRoot returns the module's root directory (the one holding go.mod),
+// found upward from the test's working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("testkit: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Testdata returns the path of rel under the repository's testdata/.
+func Testdata(t testing.TB, rel ...string) string {
+	t.Helper()
+	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, rel...)...)
+}
+
+// HostCopy copies testdata/hosts/<scenario> to a temporary directory,
+// links kept as links (cp -a), and returns the copy's path: tests may
+// write to it.
+func HostCopy(t testing.TB, scenario string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), scenario)
+	src := Testdata(t, "hosts", scenario)
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s: %v: %s", src, err, out)
+	}
+	return dst
+}
+
+// HostTree is HostCopy as a hostfs.Root.
+func HostTree(t testing.TB, scenario string) *hostfs.Root {
+	t.Helper()
+	root, err := hostfs.New(HostCopy(t, scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// Golden compares got with testdata/<rel> and, with -update, rewrites the
+// file instead (creating its directory).
+func Golden(t testing.TB, rel string, got []byte) {
+	t.Helper()
+	p := Testdata(t, rel)
+	if *Update {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from the golden file (run the test with -update to rewrite it)\n got:\n%s\nwant:\n%s", rel, got, want)
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// Binary builds cmd/nodeprep once per test binary into a temporary
+// directory and returns its path (the self-test re-executes its own
+// binary, which a test binary is not). Skipped with -short.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds nodeprep; skipped with -short")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "nodeprep-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "nodeprep")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/nodeprep/nodeprep/cmd/nodeprep").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building nodeprep: %v", buildErr)
+	}
+	return binary
+}
+
+// HostFiles makes a host root in a temporary directory holding files
+// (host path → content, mode 0600, parents created) and returns its path.
+func HostFiles(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, data := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
