@@ -42,7 +42,7 @@ func TestCDIExitCodes(t *testing.T) {
 		changed  bool   // the spec file changes
 	}{
 		{name: "patch", scenario: "nixos-h200", args: []string{"cdi", "patch"}, want: 0, stdout: "patched", changed: true},
-		{name: "dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, want: 0, stdout: "would be patched, 14 changes (dry run: nothing written)\n  add vulkan-icd: "},
+		{name: "dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, want: 0, stdout: "would be patched, 15 changes (dry run: nothing written)\n  add vulkan-icd: "},
 		{name: "dry-run-diff", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run", "--diff"}, want: 0, stdout: "+        \"containerPath\": \"/etc/vulkan/icd.d/nvidia_icd.json\""},
 		{name: "dry-run-says-why", scenario: "broken-no-icd", args: []string{"cdi", "patch", "--dry-run"}, want: 1, stdout: "error  no-icd-on-host  no Vulkan ICD manifest"},
 		{name: "check-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--check"}, want: 1, stderr: "not patched"},
@@ -60,7 +60,7 @@ func TestCDIExitCodes(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("cdi:\n  specPath: /x\n"), 0o644)
 		}, want: 65, stderr: "unknown key cdi.specPath"},
-		{name: "duplicate-spec-check", scenario: "dup-spec-copy", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "conflicting-specs  /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml"},
+		{name: "duplicate-spec-check", scenario: "dup-spec-copy", args: []string{"cdi", "check", "--simulate", "dgx-h200"}, want: 1, stdout: "conflicting-specs       /var/run/cdi/nvidia-container-toolkit.json and /var/run/cdi/nvidia.yaml"},
 		{name: "duplicate-spec-patch", scenario: "dup-spec-copy", args: []string{"cdi", "patch"}, want: 1, stdout: "not patched: nothing written"},
 		{name: "plugin-kind-patch", scenario: "plugin-kind", args: []string{"cdi", "patch"}, want: 0, stdout: "  /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json: add vulkan-icd", changed: true},
 		{name: "plugin-store-patch", scenario: "plugin-kind-store", args: []string{"cdi", "patch"}, want: 1, stdout: "unpatchable-spec"},
@@ -79,7 +79,7 @@ func TestCDIExitCodes(t *testing.T) {
 				t.Fatalf("first patch: exit %d", code)
 			}
 			os.Remove(filepath.Join(root, "dev/nvidia-modeset"))
-		}, want: 1, stdout: "not patched: nothing written because of the problems below\nerror    missing-host-path  device node /dev/nvidia-modeset does not exist on the host"},
+		}, want: 1, stdout: "not patched: nothing written because of the problems below\nerror  missing-host-path  device node /dev/nvidia-modeset does not exist on the host"},
 		{name: "bad-flag", scenario: "nixos-h200", args: []string{"cdi", "patch", "--bogus"}, want: 2},
 		{name: "locked", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			h, _ := hostfs.New(root)
@@ -141,11 +141,11 @@ func TestCDICheckText(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-	if last := lines[len(lines)-1]; last != "/var/run/cdi/nvidia-container-toolkit.json: 22 errors, 0 warnings" {
+	if last := lines[len(lines)-1]; last != "/var/run/cdi/nvidia-container-toolkit.json: 16 errors, 7 warnings" {
 		t.Errorf("count line = %q", last)
 	}
 	lines = lines[:len(lines)-1]
-	msgCol := -1
+	msgCol, firstCodeCol := -1, -1
 	var gpus []string
 	for _, l := range lines {
 		f := strings.Fields(l)
@@ -153,9 +153,9 @@ func TestCDICheckText(t *testing.T) {
 		rest := l[codeCol+len(f[1]):]
 		col := len(l) - len(strings.TrimLeft(rest, " "))
 		if msgCol < 0 {
-			msgCol = col
+			msgCol, firstCodeCol = col, codeCol
 		}
-		if col != msgCol || codeCol != len("error  ") {
+		if col != msgCol || codeCol != firstCodeCol || codeCol != len("warning  ") {
 			t.Errorf("columns not aligned:\n%s", stdout)
 			break
 		}
@@ -189,7 +189,7 @@ func TestCDIPatchDryRunReadsAsRun(t *testing.T) {
 	real, _, _ := runCLI(t, "--root", root, "cdi", "patch")
 	_, dryRest, _ := strings.Cut(dry, "\n")
 	_, realRest, _ := strings.Cut(real, "\n")
-	if dryRest != realRest || !strings.Contains(real, ": patched, 14 changes\n") {
+	if dryRest != realRest || !strings.Contains(real, ": patched, 15 changes\n") {
 		t.Errorf("dry run:\n%s\nreal run:\n%s", dry, real)
 	}
 }
