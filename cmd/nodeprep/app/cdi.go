@@ -40,7 +40,7 @@ type specFlags struct {
 func (f *specFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.spec, "spec", cdi.DefaultSpecPath, "host path of the CDI spec")
-	fs.StringArrayVar(&f.specDirs, "spec-dir", nil, "a CDI spec directory the container runtime reads (repeatable, lowest priority first, as containerd's cdi_spec_dirs; default /etc/cdi and /var/run/cdi)")
+	fs.StringArrayVar(&f.specDirs, "spec-dir", nil, "a CDI spec directory the container runtime reads (repeatable, lowest priority first, as containerd's cdi_spec_dirs; default: the cdi_spec_dirs of the containerd config k3s renders, else /etc/cdi and /var/run/cdi)")
 	fs.StringVar(&f.driverRoot, "driver-root", "/run/opengl-driver", "host directory of the driver's graphics files")
 	fs.StringVar(&f.arch, "arch", runtime.GOARCH, "host architecture as GOARCH names it (amd64, arm64): picks the ICD manifest and the multiarch library directory")
 	fs.StringArrayVar(&f.glvndDirs, "glvnd-dir", nil, "host directory holding libEGL.so.1 and the other glvnd dispatch libraries (repeatable; default <driver-root>/lib)")
@@ -50,9 +50,13 @@ func (f *specFlags) add(cmd *cobra.Command) {
 func (f *specFlags) options(g *globals, cmd *cobra.Command) cdi.FileOptions {
 	fs := cmd.Flags()
 	c := g.cfg.CDI
+	dirs := flagOr(fs, "spec-dir", f.specDirs, c.SpecDirs)
+	if len(dirs) == 0 {
+		dirs = runtimeSpecDirs(g) // what k3s's containerd reads
+	}
 	return cdi.FileOptions{
 		Spec:     flagOr(fs, "spec", f.spec, c.Spec),
-		SpecDirs: flagOr(fs, "spec-dir", f.specDirs, c.SpecDirs),
+		SpecDirs: dirs,
 		Discover: cdi.DiscoverOptions{
 			DriverRoot: flagOr(fs, "driver-root", f.driverRoot, c.DriverRoot),
 			GlvndDirs:  flagOr(fs, "glvnd-dir", f.glvndDirs, c.GlvndDirs),

@@ -112,6 +112,8 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "k3s-containerd-cdi-off", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-cdi-disabled"},
 		{over: "k3s-containerd-v2-default", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "defaults it to false"},
 		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-spec-dir"},
+		// The CDI view reads the directories containerd reads: the spec is in none of them.
+		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "is in none of the CDI spec directories /etc/cdi"},
 		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
 		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},

@@ -32,3 +32,26 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	}
 	return rep.Findings
 }
+
+// runtimeSpecDirs are the CDI spec directories of the containerd k3s runs
+// (its config's cdi_spec_dirs, containerd.SpecDirs), for a CDI view that
+// sees what the runtime sees when neither --spec-dir nor cdi.specDirs says
+// otherwise. It is nil (the CDI view's defaults) when there is no k3s on
+// this host, k3s uses an external runtime, or its configuration cannot be
+// read: runtimeFindings reports those.
+func runtimeSpecDirs(g *globals) []string {
+	js, err := (&joinFlags{}).resolve(g, pflag.NewFlagSet("k3s", pflag.ContinueOnError))
+	if err != nil {
+		return nil
+	}
+	view, err := k3s.Read(g.host, js.opts)
+	if err != nil || !g.host.Exists(view.DataDir) {
+		return nil
+	}
+	opts := nodeprep.ContainerdOptions(view.DataDir, view.Effective, "", "")
+	dirs, known, err := containerd.SpecDirs(g.host, opts)
+	if err != nil || !known {
+		return nil
+	}
+	return dirs
+}
