@@ -43,6 +43,14 @@ type Hints struct {
 type ProbeResult[T any] struct {
 	Report  *T      // the child's report, or nil
 	Failure *Reason // why there is no report (timeout, crash, bad output)
+	// Output is what the child, its loader and its drivers printed
+	// (stdout and stderr, the last 2 KiB on one line; with
+	// VK_LOADER_DEBUG=error,warn the Vulkan loader's own errors). A reason
+	// about this probe quotes it.
+	Output string
+	// Escaped counts the child's descendants that outlived it and were
+	// killed (a driver's daemon); a report with one gets a warning.
+	Escaped int
 }
 
 // Evaluate decides the self-test from the inventory and the two probes
@@ -91,10 +99,39 @@ func Evaluate(inv *gpu.Inventory, vk ProbeResult[VulkanReport], egl ProbeResult[
 		r.fail(ReasonNoGPUs, "the inventory has no GPU: nothing to test")
 		return r
 	}
+	nr, nw := len(r.Reasons), len(r.Warnings)
 	r.evalVulkan(gpus, vk, standIn, p.Hints)
+	r.quote(nr, nw, vk.Failure, "the Vulkan loader and driver said", vk.Output)
+	r.escaped("Vulkan", vk.Escaped)
+	nr, nw = len(r.Reasons), len(r.Warnings)
 	r.evalEGL(gpus, egl, standIn, p)
+	r.quote(nr, nw, egl.Failure, "libEGL and the vendor library said", egl.Output)
+	r.escaped("EGL", egl.Escaped)
 	r.Passed = len(r.Reasons) == 0
 	return r
+}
+
+// quote appends what a probe's child printed to the reasons and warnings
+// added since nr and nw, so that the loader's or the driver's own line
+// ("unable to open libnvidia-glvkspirv…") is in the reason. A child
+// failure already carries its output.
+func (r *Report) quote(nr, nw int, failure *Reason, who, output string) {
+	if output == "" || failure != nil {
+		return
+	}
+	for i := nr; i < len(r.Reasons); i++ {
+		r.Reasons[i].Message += "; " + who + ": " + output
+	}
+	for i := nw; i < len(r.Warnings); i++ {
+		r.Warnings[i] += "; " + who + ": " + output
+	}
+}
+
+// escaped warns that a probe's driver left processes behind.
+func (r *Report) escaped(api string, n int) {
+	if n > 0 {
+		r.warn("the %s probe's driver left %d process(es) running after the probe (a daemon in its own session); nodeprep killed them", api, n)
+	}
 }
 
 func (r *Report) fail(kind ReasonKind, format string, args ...any) {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 )
 
 // childEnv marks a re-executed test binary as a probe child: TestMain then
@@ -14,7 +16,7 @@ const childEnv = "NODEPREP_SELFTEST_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		if err := ServeProbe(os.Args[len(os.Args)-1], os.Stdout); err != nil {
+		if err := ServeProbeOnPipe(os.Args[len(os.Args)-1], child.ChildReport()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}

@@ -36,6 +36,8 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 )
 
 //go:embed shaders/pattern.spv
@@ -77,6 +79,10 @@ type ProbeRequest struct {
 	// ICDPaths are the manifest files or directories the loader reads
 	// (VK_DRIVER_FILES' entries, or the default search path).
 	ICDPaths []string `json:"icdPaths,omitempty"`
+	// ICDDefaultSearch says ICDPaths are the loader's default search
+	// directories (VK_DRIVER_FILES unset): one that does not exist is
+	// not a finding.
+	ICDDefaultSearch bool `json:"icdDefaultSearch,omitempty"`
 	// Seed seeds the dispatch pattern (0: derived from the clock).
 	Seed uint32 `json:"seed,omitempty"`
 }
@@ -90,13 +96,31 @@ const ReportPrefix = "nodeprep-probe-report: "
 // ErrBadRequest is returned by ServeProbe for a request it cannot decode.
 var ErrBadRequest = errors.New("bad probe request")
 
-// ServeProbe is the probe child's body: it decodes request (a ProbeRequest
-// as JSON), runs that probe in this process and writes its report
-// (VulkanReport or EGLReport) to w as one line: ReportPrefix, then JSON.
-// Failures of the
-// probe are in the report; the error is for a bad request or a failed
-// write. The caller should exit soon after: drivers stay loaded.
+// ServeProbe is the probe child's body when its report goes to stdout (in
+// a container, where only stdout is read): it decodes request (a
+// ProbeRequest as JSON), runs that probe in this process and writes its
+// report (VulkanReport or EGLReport) to w as one line: ReportPrefix, then
+// JSON. Failures of the probe are in the report; the error is for a bad
+// request or a failed write. The caller should exit soon after: drivers
+// stay loaded.
 func ServeProbe(request string, w io.Writer) error {
+	return serveProbe(request, w, ReportPrefix)
+}
+
+// ServeProbeOnPipe is the probe child's body under Run: the report goes
+// to report, the private pipe nodeprep/child gives the child
+// (child.ChildReport), as "report <JSON>", so nothing a driver prints on
+// stdout can pass for it; and before any driver is loaded a fatal signal
+// is set to be reported with the library it happened in
+// (child.InstallCrashReport). Errors are ServeProbe's.
+func ServeProbeOnPipe(request string, report *os.File) error {
+	if err := child.InstallCrashReport(report); err != nil {
+		return err
+	}
+	return serveProbe(request, report, "report ")
+}
+
+func serveProbe(request string, w io.Writer, prefix string) error {
 	var req ProbeRequest
 	dec := json.NewDecoder(strings.NewReader(request))
 	dec.DisallowUnknownFields()
@@ -116,7 +140,7 @@ func ServeProbe(request string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("encoding probe report: %w", err)
 	}
-	line := append([]byte(ReportPrefix), data...)
+	line := append([]byte(prefix), data...)
 	if _, err := w.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("writing probe report: %w", err)
 	}
@@ -164,7 +188,7 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 		if rep.Error == "" {
 			rep.Error = "vkCreateInstance returned " + rep.Result
 		}
-		rep.ICDs = checkICDs(req.ICDPaths)
+		rep.ICDs = checkICDs(req.ICDPaths, req.ICDDefaultSearch)
 		return rep
 	}
 
@@ -179,7 +203,7 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 		return rep
 	}
 	if n == 0 {
-		rep.ICDs = checkICDs(req.ICDPaths)
+		rep.ICDs = checkICDs(req.ICDPaths, req.ICDDefaultSearch)
 	}
 	computable := map[int]bool{}
 	for i := range int(n) {
@@ -337,10 +361,14 @@ func parseICDManifest(data []byte) (string, error) {
 // checkICDs reads each manifest (directories: their *.json files) and
 // tries to dlopen its library, resolving a relative library_path with a
 // slash against the manifest's directory as the loader does.
-func checkICDs(paths []string) []ICDCheck {
+func checkICDs(paths []string, defaultSearch bool) []ICDCheck {
 	var files []string
 	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		fi, err := os.Stat(p)
+		if defaultSearch && err != nil {
+			continue // an absent search directory holds no manifest
+		}
+		if err == nil && fi.IsDir() {
 			m, _ := filepath.Glob(filepath.Join(p, "*.json"))
 			files = append(files, m...)
 			continue
