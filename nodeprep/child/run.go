@@ -315,25 +315,45 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 // gets the orphans of its descendants) and carries id in its
 // environment, until none is left, and reaps them. It returns how many it
 // killed. A process that scrubbed its environment is not recognised.
+//
+// A child in the middle of exiting has released its memory (its environ
+// cannot be read) but not yet handed its own children over: the sweep
+// looks again until no child is in that state, so a daemon whose parent
+// was exiting during a scan is found on the next one.
 func sweep(id string) int {
 	self := os.Getpid()
 	want := []byte(idEnv + "=" + id + "\x00")
-	killed := 0
-	for range 50 {
-		found := 0
-		for _, pid := range childrenOf(self) {
-			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-			if err != nil || !bytes.Contains(append(env, 0), want) {
+	killed, quiet := 0, 0
+	for range 200 {
+		found, exiting := 0, 0
+		for _, c := range childrenOf(self) {
+			env, err := os.ReadFile("/proc/" + strconv.Itoa(c.pid) + "/environ")
+			if err != nil || len(env) == 0 {
+				if c.state != 'Z' && c.state != 'X' {
+					exiting++
+				}
+				continue
+			}
+			if !bytes.Contains(append(env, 0), want) {
 				continue
 			}
 			found++
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			if syscall.Kill(c.pid, syscall.SIGKILL) == nil {
 				killed++
 			}
-			reap(pid)
+			reap(c.pid)
+		}
+		// Two quiet scans a moment apart: a process exiting while it
+		// was scanned hands its children over after the scan.
+		if found == 0 && exiting == 0 {
+			if quiet++; quiet == 2 {
+				break
+			}
+		} else {
+			quiet = 0
 		}
 		if found == 0 {
-			break
+			time.Sleep(2 * time.Millisecond)
 		}
 	}
 	return killed
@@ -351,15 +371,23 @@ func reap(pid int) {
 	}
 }
 
+// proc is a process as /proc/<pid>/stat shows it.
+type proc struct {
+	pid   int
+	state byte // R, S, D, Z...
+}
+
 // childrenOf lists the processes whose parent is ppid, from /proc/*/stat
-// (its fourth field; the second, the command, may hold spaces and
-// parentheses, so the fields are counted after the last ')').
-func childrenOf(ppid int) []int {
+// (state and ppid are its third and fourth fields; the second, the
+// command, may hold spaces and parentheses, so the fields are counted
+// after the last ')').
+func childrenOf(ppid int) []proc {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var pids []int
+	want := strconv.Itoa(ppid)
+	var out []proc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == ppid {
@@ -374,11 +402,11 @@ func childrenOf(ppid int) []int {
 			continue
 		}
 		f := strings.Fields(string(data[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			pids = append(pids, pid)
+		if len(f) > 1 && f[1] == want && len(f[0]) > 0 {
+			out = append(out, proc{pid: pid, state: f[0][0]})
 		}
 	}
-	return pids
+	return out
 }
 
 // Describe says in a few words how a child ended, for reasons: "timed out
