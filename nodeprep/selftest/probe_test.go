@@ -274,3 +274,18 @@ func TestServeProbeBadRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledIsNotTimeout: the context ending (SIGTERM) during a probe
+// is reported as cancelled, not as a timeout.
+func TestCancelledIsNotTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r, err := Run(ctx, realInventory(), WithCommand("/bin/sh", "-c", "exec sleep 60", "probe"), WithEnv(driverEnv()), WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Reasons) != 2 || r.Reasons[0].Kind != ReasonCancelled || r.Reasons[1].Kind != ReasonCancelled {
+		t.Fatalf("reasons %+v, want cancelled for both probes", r.Reasons)
+	}
+}
