@@ -47,10 +47,14 @@ type Spec struct {
 	// Timeout bounds the child from its start; at the timeout it is
 	// killed with its process group. Required (> 0).
 	Timeout time.Duration
-	// Grace is how long the child may run after its report (tearing the
-	// driver down) before it is killed (0: DefaultGrace). The report
-	// counts either way.
+	// Grace is how long the child may run after its reports (tearing the
+	// driver down) before it is killed (0: DefaultGrace; negative: killed
+	// at once, since a driver's teardown is of no use to anyone: the
+	// kernel frees what the process held). The reports count either way.
 	Grace time.Duration
+	// Reports is how many report lines the child writes (0: 1); the grace
+	// period starts when they are all in.
+	Reports int
 	// Output keeps the child's stdout and stderr (one pipe, in the order
 	// written); nil keeps the defaults of Capture.
 	Output *Capture
@@ -65,7 +69,8 @@ const (
 	EndSignaled  Ending = "signaled"  // a signal it did not expect ended it (Signal)
 	EndTimeout   Ending = "timeout"   // killed by Run at Spec.Timeout
 	EndCancelled Ending = "cancelled" // killed by Run because the context ended (SIGTERM)
-	EndTeardown  Ending = "teardown"  // killed by Run Grace after its report
+	EndTeardown  Ending = "teardown"  // killed by Run Grace after its reports
+	EndReported  Ending = "reported"  // killed by Run right after its reports (Grace < 0)
 	EndStuck     Ending = "stuck"     // killed, but did not exit within a second (in the kernel)
 	EndNotRun    Ending = "not-run"   // it could not be started (Result.Err)
 )
@@ -83,8 +88,10 @@ type Result struct {
 	Ending   Ending
 	ExitCode int
 	Signal   syscall.Signal
-	// Report is the data of the child's report line, nil without one.
-	Report []byte
+	// Report is the data of the child's first report line, nil without
+	// one; Reports holds every report line's data, in order.
+	Report  []byte
+	Reports [][]byte
 	// Crash is set when the crash handler reported a fatal signal.
 	Crash *Crash
 	// Output is Spec.Output (what the child printed, bounded).
@@ -126,9 +133,10 @@ func Run(ctx context.Context, spec Spec) *Result {
 		return fail(errors.New("child: no timeout"))
 	}
 	grace := spec.Grace
-	if grace <= 0 {
+	if grace == 0 {
 		grace = DefaultGrace
 	}
+	want := max(spec.Reports, 1)
 	id := newID()
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = spec.Env
@@ -192,9 +200,15 @@ wait:
 				events = nil
 			case ev.crash != nil:
 				res.Crash = ev.crash
-			case res.Report == nil:
-				res.Report = ev.report
-				graceC = time.After(grace)
+			default:
+				res.Reports = append(res.Reports, ev.report)
+				if len(res.Reports) == want {
+					if grace < 0 {
+						kill(EndReported)
+					} else {
+						graceC = time.After(grace)
+					}
+				}
 			}
 		case <-exited:
 			break wait
@@ -217,7 +231,7 @@ wait:
 	}
 	res.Duration = time.Since(start)
 	if killed != EndStuck {
-		res.Escaped = sweep(id)
+		res.Escaped = sweep(id, pid)
 		killGroup()
 	}
 	// Take what is already in the pipes; a write end still held by
@@ -227,9 +241,12 @@ wait:
 	for ev := range allEvents {
 		if ev.crash != nil {
 			res.Crash = ev.crash
-		} else if res.Report == nil {
-			res.Report = ev.report
+		} else {
+			res.Reports = append(res.Reports, ev.report)
 		}
+	}
+	if len(res.Reports) > 0 {
+		res.Report = res.Reports[0]
 	}
 	<-outDone
 	rr.Close()
@@ -314,13 +331,14 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 // sweep kills every process that is a child of this one (a sub-reaper
 // gets the orphans of its descendants) and carries id in its
 // environment, until none is left, and reaps them. It returns how many it
-// killed. A process that scrubbed its environment is not recognised.
+// killed outside the child's process group pgrp (those are killed with
+// the group). A process that scrubbed its environment is not recognised.
 //
 // A child in the middle of exiting has released its memory (its environ
 // cannot be read) but not yet handed its own children over: the sweep
 // looks again until no child is in that state, so a daemon whose parent
 // was exiting during a scan is found on the next one.
-func sweep(id string) int {
+func sweep(id string, pgrp int) int {
 	self := os.Getpid()
 	want := []byte(idEnv + "=" + id + "\x00")
 	killed, quiet := 0, 0
@@ -338,7 +356,9 @@ func sweep(id string) int {
 				continue
 			}
 			found++
-			if syscall.Kill(c.pid, syscall.SIGKILL) == nil {
+			// One still in the child's group was killed with the group
+			// (and is dying): it is reaped, not counted as escaped.
+			if syscall.Kill(c.pid, syscall.SIGKILL) == nil && c.pgrp != pgrp {
 				killed++
 			}
 			reap(c.pid)
@@ -353,7 +373,7 @@ func sweep(id string) int {
 			quiet = 0
 		}
 		if found == 0 {
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(time.Millisecond)
 		}
 	}
 	return killed
@@ -373,27 +393,47 @@ func reap(pid int) {
 
 // proc is a process as /proc/<pid>/stat shows it.
 type proc struct {
-	pid   int
-	state byte // R, S, D, Z...
+	pid, pgrp int
+	state     byte // R, S, D, Z...
 }
 
-// childrenOf lists the processes whose parent is ppid, from /proc/*/stat
-// (state and ppid are its third and fourth fields; the second, the
-// command, may hold spaces and parentheses, so the fields are counted
-// after the last ')').
+// childrenOf lists the processes whose parent is ppid (this process):
+// from /proc/self/task/*/children, which lists exactly them (an orphan is
+// adopted by one of the threads), else, on a kernel without that file
+// (CONFIG_PROC_CHILDREN), from every /proc/<pid>/stat. The state comes
+// from /proc/<pid>/stat: its third field (the second, the command, may
+// hold spaces and parentheses, so the fields are counted after the last
+// ')').
 func childrenOf(ppid int) []proc {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
+	var pids []string
+	tasks, err := os.ReadDir("/proc/self/task")
+	listed := err == nil
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			listed = false
+			break
+		}
+		pids = append(pids, strings.Fields(string(data))...)
+	}
+	if !listed {
+		pids = nil
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return nil
+		}
+		for _, e := range ents {
+			pids = append(pids, e.Name())
+		}
 	}
 	want := strconv.Itoa(ppid)
 	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, name := range pids {
+		pid, err := strconv.Atoi(name)
 		if err != nil || pid == ppid {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		data, err := os.ReadFile("/proc/" + name + "/stat")
 		if err != nil {
 			continue
 		}
@@ -402,8 +442,9 @@ func childrenOf(ppid int) []proc {
 			continue
 		}
 		f := strings.Fields(string(data[i+1:]))
-		if len(f) > 1 && f[1] == want && len(f[0]) > 0 {
-			out = append(out, proc{pid: pid, state: f[0][0]})
+		if len(f) > 2 && f[1] == want && len(f[0]) > 0 {
+			pgrp, _ := strconv.Atoi(f[2])
+			out = append(out, proc{pid: pid, pgrp: pgrp, state: f[0][0]})
 		}
 	}
 	return out
@@ -420,6 +461,8 @@ func (r *Result) Describe(timeout time.Duration) string {
 		return "cancelled (nodeprep was asked to stop) and killed"
 	case EndTeardown:
 		return "hung after its report (in driver teardown) and was killed"
+	case EndReported:
+		return "was stopped after its report"
 	case EndStuck:
 		return "did not exit after SIGKILL (stuck in the kernel, in the driver)"
 	case EndNotRun:

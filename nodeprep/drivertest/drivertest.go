@@ -22,8 +22,9 @@ import (
 // architecture (lvp_icd.x86_64.json, lvp_icd.aarch64.json...). explicit
 // says the environment named them: a test must then fail, not skip, when
 // one is missing.
-func Mesa() (icd, egl string, explicit bool) {
-	icd, egl = os.Getenv("VK_DRIVER_FILES"), os.Getenv("__EGL_VENDOR_LIBRARY_FILENAMES")
+// getenv is the test's os.Getenv.
+func Mesa(getenv func(string) string) (icd, egl string, explicit bool) {
+	icd, egl = getenv("VK_DRIVER_FILES"), getenv("__EGL_VENDOR_LIBRARY_FILENAMES")
 	explicit = icd != "" || egl != ""
 	if icd == "" {
 		arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64", "386": "i686", "riscv64": "riscv64", "ppc64le": "ppc64le", "s390x": "s390x"}[runtime.GOARCH]
@@ -35,10 +36,10 @@ func Mesa() (icd, egl string, explicit bool) {
 	return icd, egl, explicit
 }
 
-// MesaMissing says why Mesa() cannot be used ("" when both manifests
+// MesaMissing says why Mesa's manifests cannot be used ("" when both
 // exist).
-func MesaMissing() string {
-	icd, egl, _ := Mesa()
+func MesaMissing(getenv func(string) string) string {
+	icd, egl, _ := Mesa(getenv)
 	for _, f := range []string{icd, egl} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Sprintf("Mesa driver not installed (%v): apt-get install mesa-vulkan-drivers libegl-mesa0", err)
@@ -60,8 +61,8 @@ const (
 // Faults are the values of FAKE_FAULT.
 var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 
-// Build compiles the fake named kind (ICD, EGL or NVML) into dir with the
-// C compiler $CC (default gcc) and returns the library's path; for ICD and
+// Build compiles the fake named kind (ICD, EGL or NVML) into dir with
+// the cgo toolchain's gcc and returns the library's path; for ICD and
 // EGL it also writes the manifest that names the library and returns its
 // path second ("" for NVML).
 func Build(dir, kind string) (lib, manifest string, err error) {
@@ -78,11 +79,7 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 	if kind == NVML {
 		lib = filepath.Join(dir, "libnvidia-ml.so.1")
 	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join(dir, kind+".c")).CombinedOutput()
+	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join(dir, kind+".c")).CombinedOutput()
 	if err != nil {
 		return "", "", fmt.Errorf("compiling the fake %s: %v\n%s", kind, err, out)
 	}

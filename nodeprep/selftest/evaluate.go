@@ -49,7 +49,8 @@ type ProbeResult[T any] struct {
 	// about this probe quotes it.
 	Output string
 	// Escaped counts the child's descendants that outlived it and were
-	// killed (a driver's daemon); a report with one gets a warning.
+	// killed (a driver's daemon); a report with one gets a warning. When
+	// both probes share a child, the count is on the Vulkan result.
 	Escaped int
 }
 
@@ -102,11 +103,12 @@ func Evaluate(inv *gpu.Inventory, vk ProbeResult[VulkanReport], egl ProbeResult[
 	nr, nw := len(r.Reasons), len(r.Warnings)
 	r.evalVulkan(gpus, vk, standIn, p.Hints)
 	r.quote(nr, nw, vk.Failure, "the Vulkan loader and driver said", vk.Output)
-	r.escaped("Vulkan", vk.Escaped)
 	nr, nw = len(r.Reasons), len(r.Warnings)
 	r.evalEGL(gpus, egl, standIn, p)
 	r.quote(nr, nw, egl.Failure, "libEGL and the vendor library said", egl.Output)
-	r.escaped("EGL", egl.Escaped)
+	if n := vk.Escaped + egl.Escaped; n > 0 {
+		r.warn("the drivers left %d process(es) running after the probe (a daemon in its own session); nodeprep killed them", n)
+	}
 	r.Passed = len(r.Reasons) == 0
 	return r
 }
@@ -124,13 +126,6 @@ func (r *Report) quote(nr, nw int, failure *Reason, who, output string) {
 	}
 	for i := nw; i < len(r.Warnings); i++ {
 		r.Warnings[i] += "; " + who + ": " + output
-	}
-}
-
-// escaped warns that a probe's driver left processes behind.
-func (r *Report) escaped(api string, n int) {
-	if n > 0 {
-		r.warn("the %s probe's driver left %d process(es) running after the probe (a daemon in its own session); nodeprep killed them", api, n)
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 )
 
 // childEnv marks a re-executed test binary as a probe child: TestMain then
-// serves the request (its last argument) instead of running tests, so the
+// serves the requests (its arguments) instead of running tests, so the
 // tests drive the real child process without building nodeprep.
 const childEnv = "NODEPREP_SELFTEST_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		if err := ServeProbeOnPipe(os.Args[len(os.Args)-1], child.ChildReport()); err != nil {
+		if err := ServeProbeOnPipe(os.Args[1:], child.ChildReport()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // Real components on this kind of host: Mesa's lavapipe and Mesa EGL,
 // from VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES or this
 // architecture's Debian paths (drivertest.Mesa).
-var lavapipeICD, mesaEGL, mesaExplicit = drivertest.Mesa()
+var lavapipeICD, mesaEGL, mesaExplicit = drivertest.Mesa(os.Getenv)
 
 // driverEnv is the test process's environment without any driver
 // override, plus the child marker and the given "KEY=value" entries: the
@@ -52,7 +52,7 @@ func driverEnv(extra ...string) []string {
 // named them (`make unit`, a Nix sandbox) and one is missing.
 func requireMesa(t *testing.T) {
 	t.Helper()
-	if why := drivertest.MesaMissing(); why != "" {
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
 		if mesaExplicit {
 			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
 		}

@@ -34,6 +34,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -107,36 +108,79 @@ func ServeProbe(request string, w io.Writer) error {
 	return serveProbe(request, w, ReportPrefix)
 }
 
-// ServeProbeOnPipe is the probe child's body under Run: the report goes
-// to report, the private pipe nodeprep/child gives the child
-// (child.ChildReport), as "report <JSON>", so nothing a driver prints on
-// stdout can pass for it; and before any driver is loaded a fatal signal
-// is set to be reported with the library it happened in
-// (child.InstallCrashReport). Errors are ServeProbe's.
-func ServeProbeOnPipe(request string, report *os.File) error {
+// ServeProbeOnPipe is the probe child's body under Run: it runs the probe
+// of each request (ProbeRequests as JSON) at the same time, each on its
+// own thread, and writes each report to report, the private pipe
+// nodeprep/child gives the child (child.ChildReport), as one line
+// "report <api> <JSON>" as soon as that probe is done, so nothing a
+// driver prints on stdout can pass for it. Before any driver is loaded a
+// fatal signal is set to be reported with the library it happened in
+// (child.InstallCrashReport). Running both probes in one child loads the
+// libraries they share (Mesa's LLVM, libc's) once. Errors are
+// ServeProbe's.
+func ServeProbeOnPipe(requests []string, report *os.File) error {
+	reqs := make([]ProbeRequest, len(requests))
+	for i, r := range requests {
+		if err := decodeRequest(r, &reqs[i]); err != nil {
+			return err
+		}
+	}
 	if err := child.InstallCrashReport(report); err != nil {
 		return err
 	}
-	return serveProbe(request, report, "report ")
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = make([]error, len(reqs))
+	)
+	for i, req := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep := probe(req)
+			data, err := json.Marshal(rep)
+			if err != nil {
+				errs[i] = fmt.Errorf("encoding probe report: %w", err)
+				return
+			}
+			line := append([]byte("report "+string(req.API)+" "), data...)
+			mu.Lock()
+			defer mu.Unlock()
+			if _, err := report.Write(append(line, '\n')); err != nil {
+				errs[i] = fmt.Errorf("writing probe report: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func decodeRequest(request string, req *ProbeRequest) error {
+	dec := json.NewDecoder(strings.NewReader(request))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if req.API != APIVulkan && req.API != APIEGL {
+		return fmt.Errorf("%w: api %q: want vulkan or egl", ErrBadRequest, req.API)
+	}
+	return nil
+}
+
+// probe runs req's probe in this process.
+func probe(req ProbeRequest) any {
+	if req.API == APIEGL {
+		return ProbeEGL(req.Library)
+	}
+	return ProbeVulkan(req)
 }
 
 func serveProbe(request string, w io.Writer, prefix string) error {
 	var req ProbeRequest
-	dec := json.NewDecoder(strings.NewReader(request))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	if err := decodeRequest(request, &req); err != nil {
+		return err
 	}
-	var rep any
-	switch req.API {
-	case APIVulkan:
-		rep = ProbeVulkan(req)
-	case APIEGL:
-		rep = ProbeEGL(req.Library)
-	default:
-		return fmt.Errorf("%w: api %q: want vulkan or egl", ErrBadRequest, req.API)
-	}
-	data, err := json.Marshal(rep)
+	data, err := json.Marshal(probe(req))
 	if err != nil {
 		return fmt.Errorf("encoding probe report: %w", err)
 	}

@@ -214,22 +214,22 @@ func TestChildFailures(t *testing.T) {
 		{"abort", `echo "driver: assertion failed" >&2; kill -ABRT $$`, 10 * time.Second, ReasonCrashed, []string{"SIGABRT", "assertion failed"}},
 		{"not JSON", `echo hello`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "hello"}},
 		{"exit status", `exit 7`, 10 * time.Second, ReasonBadOutput, []string{"status 7"}},
-		{"bad report", `echo 'report {"loader":1}' >&3`, 10 * time.Second, ReasonBadOutput, []string{"printed a bad report"}},
+		{"bad report", `echo 'report vulkan {"loader":1}' >&3`, 10 * time.Second, ReasonBadOutput, []string{"printed a bad report"}},
 		// A report forged on stdout (a driver printing) is output, not
 		// the report: only the private pipe carries it.
-		{"forged report", `echo 'nodeprep-probe-report: {"loader":"l","adapters":[]}'; echo 'report {"loader":"l","adapters":[]}'`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "nodeprep-probe-report"}},
+		{"forged report", `echo 'nodeprep-probe-report: {"loader":"l","adapters":[]}'; echo 'report vulkan {"loader":"l","adapters":[]}'`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "nodeprep-probe-report"}},
 		// Closing stdout early is not a crash, and the child is not
 		// killed for it: it reports later.
-		{"stdout closed early", `exec 1>&- 2>&-; sleep 0.2; echo 'report {"loader":"l","adapters":[]}' >&3`, 10 * time.Second, ReasonNoAdapters, nil},
+		{"stdout closed early", `exec 1>&- 2>&-; sleep 0.2; echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3`, 10 * time.Second, ReasonNoAdapters, nil},
 		// The report counts when the child then hangs in driver teardown
 		// (it is killed after the grace period).
-		{"report then hang", `echo 'report {"loader":"l","adapters":[]}' >&3; exec sleep 60`, 10 * time.Second, ReasonNoAdapters, nil},
+		{"report then hang", `echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3; exec sleep 60`, 10 * time.Second, ReasonNoAdapters, nil},
 		// A hung driver that started a helper: the whole group is killed
 		// and Run returns promptly.
 		{"hang", `sleep 60 & sleep 60`, 300 * time.Millisecond, ReasonTimeout, []string{"did not finish within 300ms"}},
 		// A daemon in its own session outlives the child: it is killed
 		// and the report says so.
-		{"daemon", `setsid sleep 60 & echo 'report {"loader":"l","adapters":[]}' >&3`, 10 * time.Second, ReasonNoAdapters, nil},
+		{"daemon", `setsid sleep 60 & sleep 0.1; echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3; sleep 0.1`, 10 * time.Second, ReasonNoAdapters, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,7 +252,7 @@ func TestChildFailures(t *testing.T) {
 					t.Errorf("reason %q does not contain %q", r.Reasons[0].Message, f)
 				}
 			}
-			if tc.name == "daemon" && !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "Vulkan probe's driver left 1 process(es)") }) {
+			if tc.name == "daemon" && !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "drivers left 1 process(es)") }) {
 				t.Errorf("warnings %q do not say the Vulkan probe's daemon was killed", r.Warnings)
 			}
 		})

@@ -146,22 +146,9 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 		hints.ICDVar, hints.ICDPaths = ICDSearch(o.env)
 		hints.EGLVar, hints.EGLPaths = EGLVendorSearch(o.env)
 	}
-	var (
-		wg  sync.WaitGroup
-		vk  ProbeResult[VulkanReport]
-		egl ProbeResult[EGLReport]
-	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		req := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths, ICDDefaultSearch: o.env != nil && hints.ICDVar == ""}
-		vk = probeChild(ctx, &o, req, DecodeVulkanReport)
-	}()
-	go func() {
-		defer wg.Done()
-		egl = probeChild(ctx, &o, ProbeRequest{API: APIEGL, Library: o.eglLib}, DecodeEGLReport)
-	}()
-	wg.Wait()
+	vkReq := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths, ICDDefaultSearch: o.env != nil && hints.ICDVar == ""}
+	eglReq := ProbeRequest{API: APIEGL, Library: o.eglLib}
+	vk, egl := runProbes(ctx, &o, vkReq, eglReq)
 	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
 	// A child that printed no report still had a library to open.
 	if r.Vulkan.Loader == "" {
@@ -174,18 +161,55 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	return r, nil
 }
 
-// probeChild runs one probe child and decodes its report.
+// runProbes runs both probes in one child, each on its own thread: the
+// libraries they share load once, which is most of a probe's time on
+// Mesa. A probe whose report is in is decoded. When the child ends
+// before both reports, a missing probe gets the child's reason (it
+// crashed, hung or failed there); only when both are missing and the
+// child crashed or exited are they run again, each in its own child, so
+// that the crash is told to the API whose driver made it.
+func runProbes(ctx context.Context, o *options, vkReq, eglReq ProbeRequest) (ProbeResult[VulkanReport], ProbeResult[EGLReport]) {
+	lines, res, failure := runChild(ctx, o, vkReq, eglReq)
+	if len(lines) == 0 && failure != nil && (res.Ending == child.EndSignaled || res.Ending == child.EndExited) {
+		var (
+			wg  sync.WaitGroup
+			vk  ProbeResult[VulkanReport]
+			egl ProbeResult[EGLReport]
+		)
+		wg.Add(2)
+		go func() { defer wg.Done(); vk = probeChild(ctx, o, vkReq, DecodeVulkanReport) }()
+		go func() { defer wg.Done(); egl = probeChild(ctx, o, eglReq, DecodeEGLReport) }()
+		wg.Wait()
+		return vk, egl
+	}
+	vk, egl := decodeResult(APIVulkan, lines, res, failure, DecodeVulkanReport), decodeResult(APIEGL, lines, res, failure, DecodeEGLReport)
+	egl.Escaped = 0 // one child: counted once
+	return vk, egl
+}
+
+// probeChild runs one probe alone in a child and decodes its report.
 func probeChild[T any](ctx context.Context, o *options, req ProbeRequest, decode func([]byte) (*T, error)) ProbeResult[T] {
-	what := fmt.Sprintf("%s probe", req.API)
-	line, res, failure := runChild(ctx, o, req)
+	lines, res, failure := runChild(ctx, o, req)
+	return decodeResult(req.API, lines, res, failure, decode)
+}
+
+// decodeResult makes api's ProbeResult from a child's report lines
+// ("<api> <JSON>"), or from its failure when api's line is missing.
+func decodeResult[T any](api API, lines map[API][]byte, res *child.Result, failure *Reason, decode func([]byte) (*T, error)) ProbeResult[T] {
+	what := fmt.Sprintf("%s probe", api)
 	out := ProbeResult[T]{}
 	if res != nil {
 		out.Output = child.OneLine(res.Output.String(), 2048)
 		out.Escaped = res.Escaped
 	}
-	if failure != nil {
-		failure.Message = what + ": " + failure.Message
-		out.Failure = failure
+	line, ok := lines[api]
+	if !ok {
+		if failure == nil {
+			failure = &Reason{Kind: ReasonBadOutput, Message: "exited without printing a report" + res.Note()}
+		}
+		f := *failure
+		f.Message = what + ": " + f.Message
+		out.Failure = &f
 		return out
 	}
 	rep, err := decode(line)
@@ -227,37 +251,49 @@ func ReadReport(r io.Reader, prefix string) (report, other []byte, found bool) {
 	}
 }
 
-// runChild runs the probe child (nodeprep/child: own process group,
-// report on a private pipe, bounded output, escaped descendants killed)
-// and returns its report line, or the reason there is none: timeout,
+// runChild runs a probe child for reqs (nodeprep/child: own process
+// group, reports on a private pipe, bounded output, escaped descendants
+// killed; the child is stopped as soon as every report is in, since its
+// drivers' teardown is of no use) and returns its report lines by API,
+// and, when it ended without all of them, the reason: timeout,
 // cancelled (ctx ended: SIGTERM), crashed (a fatal signal, with the
-// library the crash handler named), or bad output (an exit status, no
-// report). The child's output is in the result for every reason.
-func runChild(ctx context.Context, o *options, req ProbeRequest) ([]byte, *child.Result, *Reason) {
-	reqJSON, err := json.Marshal(req)
-	if err != nil {
-		return nil, nil, &Reason{Kind: ReasonBadOutput, Message: err.Error()}
+// library the crash handler named), or bad output (an exit status). The
+// child's output is in the result for every reason.
+func runChild(ctx context.Context, o *options, reqs ...ProbeRequest) (map[API][]byte, *child.Result, *Reason) {
+	args := append([]string{}, o.command[1:]...)
+	for _, req := range reqs {
+		reqJSON, err := json.Marshal(req)
+		if err != nil {
+			return nil, nil, &Reason{Kind: ReasonBadOutput, Message: err.Error()}
+		}
+		args = append(args, string(reqJSON))
 	}
-	args := append(append([]string{}, o.command[1:]...), string(reqJSON))
-	res := child.Run(ctx, child.Spec{Path: o.command[0], Args: args, Env: probeEnv(o.env, o.cacheDir), Timeout: o.timeout})
-	o.log.Debug("probe child ended", "api", req.API, "ms", ms(res.Duration), "ending", res.Ending, "escaped", res.Escaped, "output", res.Output.String())
-	if res.Report != nil && res.Crash == nil {
-		return res.Report, res, nil
+	res := child.Run(ctx, child.Spec{Path: o.command[0], Args: args, Env: probeEnv(o.env, o.cacheDir), Timeout: o.timeout, Reports: len(reqs), Grace: -1})
+	o.log.Debug("probe child ended", "probes", len(reqs), "ms", ms(res.Duration), "ending", res.Ending, "escaped", res.Escaped, "output", res.Output.String())
+	lines := map[API][]byte{}
+	for _, r := range res.Reports {
+		api, data, _ := bytes.Cut(r, []byte(" "))
+		if _, dup := lines[API(api)]; !dup {
+			lines[API(api)] = data
+		}
+	}
+	if len(lines) >= len(reqs) && res.Crash == nil {
+		return lines, res, nil
 	}
 	msg := res.Describe(o.timeout) + res.Note()
 	switch res.Ending {
 	case child.EndTimeout, child.EndStuck:
-		return nil, res, &Reason{Kind: ReasonTimeout, Message: msg + " (a hung driver?)"}
+		return lines, res, &Reason{Kind: ReasonTimeout, Message: msg + " (a hung driver?)"}
 	case child.EndCancelled:
-		return nil, res, &Reason{Kind: ReasonCancelled, Message: msg}
+		return lines, res, &Reason{Kind: ReasonCancelled, Message: msg}
 	case child.EndSignaled:
-		return nil, res, &Reason{Kind: ReasonCrashed, Message: msg}
+		return lines, res, &Reason{Kind: ReasonCrashed, Message: msg}
 	case child.EndExited:
 		if res.ExitCode == 0 {
 			msg = "exited without printing a report" + res.Note()
 		}
 	}
-	return nil, res, &Reason{Kind: ReasonBadOutput, Message: msg}
+	return lines, res, &Reason{Kind: ReasonBadOutput, Message: msg}
 }
 
 // SignalName names a signal as the kernel headers do ("SIGSEGV"); unknown

@@ -276,18 +276,21 @@ func (e *selftestWriter) printf(format string, args ...any) {
 func newProbeCommand(g *globals) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    probeCommandName + " REQUEST",
+		Use:    probeCommandName + " REQUEST...",
 		Short:  "Run one adapter probe (internal: the self-test's child process)",
 		Hidden: true,
-		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
+		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.MinimumNArgs(1)(cmd, args)) },
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			g.started = true
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
 			var err error
+			if !onPipe && len(args) != 1 {
+				return fault.Usage(errors.New("one request on stdout; several only with --" + reportPipeFlag))
+			}
 			if onPipe {
-				err = selftest.ServeProbeOnPipe(args[0], child.ChildReport())
+				err = selftest.ServeProbeOnPipe(args, child.ChildReport())
 			} else {
 				err = selftest.ServeProbe(args[0], g.streams.Out)
 			}

@@ -168,8 +168,8 @@ func TestBinaryDoesNotLinkGraphics(t *testing.T) {
 // EGL with a simulated DGX.
 func TestSelftestSimulated(t *testing.T) {
 	t.Parallel()
-	icd, egl, explicit := drivertest.Mesa()
-	if why := drivertest.MesaMissing(); why != "" {
+	icd, egl, explicit := drivertest.Mesa(os.Getenv)
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
 		if explicit {
 			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
 		}

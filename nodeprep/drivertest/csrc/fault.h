@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 static int np_fault_is(const char *what) {
 	const char *f = getenv("FAKE_FAULT");
@@ -52,6 +53,9 @@ static void np_fault(const char *who) {
 			}
 			_exit(0);
 		}
+		/* As daemon(3) users do: the intermediate has made the
+		 * session and forked the daemon when it exits. */
+		waitpid(pid, NULL, 0);
 		fprintf(stderr, "%s: started a helper daemon\n", who);
 	}
 	if (strcmp(f, "message") == 0)
