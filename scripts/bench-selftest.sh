@@ -2,13 +2,13 @@
 # Times the whole `nodeprep selftest --simulate dgx-h200 --allow-cpu-adapter`
 # process (parent, two probe children, Vulkan instance, compute dispatch,
 # EGL context) on Mesa's lavapipe and Mesa EGL against two comparators, in
-# one hyperfine run (hyperfine runs each command's runs in turn; the three
-# are measured under the same load):
+# one alternating hyperfine run:
 #   - `vulkaninfo --summary` alone            (target: nodeprep <= 1.0x)
 #   - `vulkaninfo --summary; eglinfo -B`      (target: nodeprep <= 0.6x)
-# the same two APIs without a dispatch. Medians are reported. A second
-# run empties nodeprep's shader cache (under --root, where nodeprep keeps
-# it) before every run, as at boot (/run is tmpfs).
+# the same two APIs without a dispatch, the three alternating (see below).
+# Medians are reported. A cold variant empties nodeprep's shader cache
+# (under --root, where nodeprep keeps it) before each of its runs, as at
+# boot (/run is tmpfs).
 # Build first (`make build`); NODEPREP overrides the binary, RUNS the count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,21 +38,35 @@ eglout=$("$eglinfo" -B 2>&1 || true)
 grep -q "EGL client extensions" <<<"$eglout" || { echo "bench-selftest: $eglinfo -B does not run" >&2; exit 1; }
 [ -d "$cache" ] || { echo "bench-selftest: no shader cache at $cache" >&2; exit 1; }
 
-hyperfine --warmup 3 --runs "$runs" --export-json "$out/selftest.json" \
-  -n "nodeprep selftest" "${selftest[*]}" \
-  -n "vulkaninfo --summary" "vulkaninfo --summary" \
-  -n "vulkaninfo --summary; eglinfo -B" "vulkaninfo --summary >/dev/null; $eglinfo -B >/dev/null 2>&1 || true" >/dev/null
-# Cold: the cache emptied before each run (hyperfine's --prepare).
-hyperfine --warmup 1 --runs "$runs" --export-json "$out/selftest-cold.json" \
-  --prepare "rm -rf '$cache'" \
-  -n "nodeprep selftest, cold" "${selftest[*]}" >/dev/null
+# hyperfine runs one command's runs back to back; on a shared machine the
+# load drifts between them. So the run alternates: ROUNDS rounds of one
+# hyperfine call timing each command twice (-N: no shell; the pair runs
+# under sh -c, which it needs anyway), and the medians are taken over
+# every round's times.
+rounds=$(( (runs + 1) / 2 ))
+pair="vulkaninfo --summary >/dev/null; $eglinfo -B >/dev/null 2>&1; true"
+rm -f "$out"/round-*.json "$out"/cold-*.json
+for i in $(seq "$rounds"); do
+  hyperfine -N --warmup 1 --runs 2 --export-json "$out/round-$i.json" \
+    -n "nodeprep selftest" "${selftest[*]}" \
+    -n "vulkaninfo --summary" "vulkaninfo --summary" \
+    -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" >/dev/null 2>&1
+  # Cold: the cache emptied before the run (hyperfine's --prepare), as at
+  # boot (/run is tmpfs).
+  hyperfine -N --runs 2 --export-json "$out/cold-$i.json" --prepare "rm -rf '$cache'" \
+    -n "nodeprep selftest, cold" "${selftest[*]}" >/dev/null 2>&1
+done
+jq -s '[.[].results] | transpose | map({command: .[0].command, times: (map(.times) | add)})' "$out"/round-*.json >"$out/selftest.json"
+jq -s '[.[].results[0].times] | add' "$out"/cold-*.json >"$out/selftest-cold.json"
 jq -r --slurpfile c "$out/selftest-cold.json" '
+  def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def ms: . * 1000 * 100 | round / 100;
-  (.results[0].median) as $n | (.results[1].median) as $v | (.results[2].median) as $ve |
-  ($c[0].results[0].median) as $cold |
-  "nodeprep selftest (dgx-h200, lavapipe stand-in, dispatch verified): median \($n | ms) ms",
-  "vulkaninfo --summary:                       median \($v | ms) ms",
-  "vulkaninfo --summary; eglinfo -B:           median \($ve | ms) ms",
+  (.[0].times | median) as $n | (.[1].times | median) as $v | (.[2].times | median) as $ve |
+  ($c[0] | median) as $cold |
+  "medians over \(.[0].times | length) alternating runs each:",
+  "nodeprep selftest (dgx-h200, lavapipe stand-in, dispatch verified): \($n | ms) ms",
+  "vulkaninfo --summary:                                               \($v | ms) ms",
+  "vulkaninfo --summary; eglinfo -B:                                   \($ve | ms) ms",
   "ratio to vulkaninfo alone:      \($n / $v * 100 | round / 100)x (target <= 1.0x)",
   "ratio to vulkaninfo + eglinfo:  \($n / $ve * 100 | round / 100)x (target <= 0.6x)",
-  "nodeprep selftest, shader cache emptied before each run: median \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)"' "$out/selftest.json"
+  "nodeprep selftest, shader cache emptied before each run: \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)"' "$out/selftest.json"
