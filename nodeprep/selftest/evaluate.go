@@ -161,26 +161,31 @@ func (h Hints) egl() string {
 	return "vendor manifests searched (__EGL_VENDOR_LIBRARY_FILENAMES unset): " + strings.Join(h.EGLPaths, ", ")
 }
 
-// icdFindings describes the manifests that failed, for the
-// incompatible-driver and no-adapter reasons.
+// icdFindings lists every driver manifest the probe found and what
+// happened to it (its library opens, or why the manifest or the library
+// failed), for the incompatible-driver and no-adapter reasons.
 func icdFindings(checks []ICDCheck) string {
 	if len(checks) == 0 {
 		return "no driver manifest was found"
 	}
-	var bad []string
+	var found []string
+	ok := 0
 	for _, c := range checks {
 		switch {
 		case c.Error == "":
+			ok++
+			found = append(found, fmt.Sprintf("manifest %s: library %q opens", c.Manifest, c.Library))
 		case c.Library == "":
-			bad = append(bad, fmt.Sprintf("manifest %s: %s", c.Manifest, c.Error))
+			found = append(found, fmt.Sprintf("manifest %s: %s", c.Manifest, c.Error))
 		default:
-			bad = append(bad, fmt.Sprintf("manifest %s names library %q, which failed to load: %s", c.Manifest, c.Library, c.Error))
+			found = append(found, fmt.Sprintf("manifest %s names library %q, which failed to load: %s", c.Manifest, c.Library, c.Error))
 		}
 	}
-	if len(bad) == 0 {
-		return "every manifest's library opens, but no driver accepted the instance"
+	msg := fmt.Sprintf("%d driver manifest(s) found: %s", len(checks), strings.Join(found, "; "))
+	if ok == len(checks) {
+		msg += "; every manifest's library opens, but no driver accepted the instance"
 	}
-	return strings.Join(bad, "; ")
+	return msg
 }
 
 func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], standIn bool, h Hints) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
@@ -133,8 +134,25 @@ func TestRealProbeFailures(t *testing.T) {
 	requireMesa(t)
 	t.Parallel()
 	dir := t.TempDir()
-	badICD := filepath.Join(dir, "broken_icd.json")
+	icdDir := filepath.Join(dir, "data/vulkan/icd.d")
+	if err := os.MkdirAll(icdDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	badICD := filepath.Join(icdDir, "broken_icd.json")
 	if err := os.WriteFile(badICD, []byte(`{"file_format_version":"1.0.0","ICD":{"library_path":"/nonexistent/libvulkan_x.so","api_version":"1.3.0"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A real ICD library that opens but refuses the loader (the fake
+	// with no fault).
+	fakeICD, fakeManifest, err := drivertest.Build(t.TempDir(), drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fakeManifest)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(icdDir, "fake_icd.json"), data, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -142,6 +160,7 @@ func TestRealProbeFailures(t *testing.T) {
 		opts      []Option
 		kind      ReasonKind
 		fragments []string
+		absent    []string
 		libErr    bool
 	}{
 		{
@@ -155,6 +174,18 @@ func TestRealProbeFailures(t *testing.T) {
 			opts:      []Option{WithEnv(driverEnv("VK_DRIVER_FILES="+badICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
 			kind:      ReasonIncompatibleDriver,
 			fragments: []string{badICD, "/nonexistent/libvulkan_x.so", "No such file"},
+		},
+		{
+			// VK_DRIVER_FILES unset: the reason lists each manifest found
+			// in the search directories and what became of it; search
+			// directories that do not exist are not findings.
+			name: "default search",
+			opts: []Option{WithEnv(driverEnv("HOME="+dir, "XDG_CONFIG_DIRS="+dir+"/absent-config", "XDG_DATA_DIRS="+dir+"/data:"+dir+"/absent-data", "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
+			kind: ReasonIncompatibleDriver,
+			fragments: []string{"VK_DRIVER_FILES unset", "2 driver manifest(s) found",
+				"manifest " + dir + "/data/vulkan/icd.d/broken_icd.json names library \"/nonexistent/libvulkan_x.so\", which failed to load",
+				"manifest " + dir + "/data/vulkan/icd.d/fake_icd.json: library \"" + fakeICD + "\" opens"},
+			absent: []string{"absent-config/vulkan/icd.d:", "absent-data/vulkan/icd.d:", dir + "/.config/vulkan/icd.d:"},
 		},
 		{
 			name:      "wrong loader path",
@@ -175,6 +206,11 @@ func TestRealProbeFailures(t *testing.T) {
 			t.Parallel()
 			r := runProbe(t, simulatedInventory(), append([]Option{WithAllowCPUAdapter(true)}, tc.opts...)...)
 			wantReason(t, r, tc.kind, tc.fragments...)
+			for _, a := range tc.absent {
+				if strings.Contains(r.Reasons[0].Message, a) {
+					t.Errorf("reason %q lists %q, an absent search directory, as a finding", r.Reasons[0].Message, a)
+				}
+			}
 			err := r.Err()
 			if !errors.Is(err, ErrFailed) || errors.Is(err, ErrLibraryNotFound) != tc.libErr {
 				t.Errorf("Err() = %v: want ErrFailed, ErrLibraryNotFound %v", err, tc.libErr)
