@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,9 +262,6 @@ func TestChildFailures(t *testing.T) {
 		// A hung driver that started a helper: the whole group is killed
 		// and Run returns promptly.
 		{"hang", `sleep 60 & sleep 60`, 300 * time.Millisecond, ReasonTimeout, []string{"did not finish within 300ms"}},
-		// A daemon in its own session outlives the child: it is killed
-		// and the report says so.
-		{"daemon", `setsid sleep 60 & sleep 0.1; echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3; sleep 0.1`, 10 * time.Second, ReasonNoAdapters, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,9 +283,6 @@ func TestChildFailures(t *testing.T) {
 				if !strings.Contains(r.Reasons[0].Message, f) {
 					t.Errorf("reason %q does not contain %q", r.Reasons[0].Message, f)
 				}
-			}
-			if tc.name == "daemon" && !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "drivers left 1 process(es)") }) {
-				t.Errorf("warnings %q do not say the Vulkan probe's daemon was killed", r.Warnings)
 			}
 		})
 	}
