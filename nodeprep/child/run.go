@@ -53,7 +53,7 @@ type Spec struct {
 	// kernel frees what the process held). The reports count either way.
 	Grace time.Duration
 	// Reports is how many report lines the child writes (0: 1); the grace
-	// period starts when they are all in.
+	// period starts when they are all in, and further lines are dropped.
 	Reports int
 	// Output keeps the child's stdout and stderr (one pipe, in the order
 	// written); nil keeps the defaults of Capture.
@@ -200,7 +200,7 @@ wait:
 				events = nil
 			case ev.crash != nil:
 				res.Crash = ev.crash
-			default:
+			case len(res.Reports) < want: // more lines than asked for are dropped
 				res.Reports = append(res.Reports, ev.report)
 				if len(res.Reports) == want {
 					if grace < 0 {
@@ -241,7 +241,7 @@ wait:
 	for ev := range allEvents {
 		if ev.crash != nil {
 			res.Crash = ev.crash
-		} else {
+		} else if len(res.Reports) < want {
 			res.Reports = append(res.Reports, ev.report)
 		}
 	}
