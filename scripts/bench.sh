@@ -3,8 +3,9 @@
 #  1. Go benchmarks (in-process): CDI patch (8-GPU and 64-device MIG specs),
 #     inventory of the simulated DGX H200, k3s merge, self-test matching.
 #  2. Whole `nodeprep cdi patch` process vs the jq pipeline (bench-cdi.sh).
-#  3. Whole `nodeprep selftest` process vs `vulkaninfo --summary` on
-#     lavapipe (bench-selftest.sh).
+#  3. Whole `nodeprep selftest` process vs `vulkaninfo --summary` and
+#     `vulkaninfo --summary; eglinfo -B` on lavapipe, alternating
+#     (bench-selftest.sh).
 #  4. The `up` demo: whole-process time, peak RSS, and each stage's time.
 # Results also land in .bench/ (JSON from hyperfine).
 set -euo pipefail
