@@ -90,3 +90,22 @@ func TestNVMLFaults(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkNVMLChild is the cost of reading NVML in a child: one
+// fork+exec of this test binary, the fake NVML's inventory, the report.
+func BenchmarkNVMLChild(b *testing.B) {
+	lib, _, err := drivertest.Build(b.TempDir(), drivertest.NVML)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}
+	for b.Loop() {
+		if _, err := FromNVMLChild(context.Background(), c, lib, 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
