@@ -13,7 +13,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check docs-check demo bench fuzz shaders clean
+.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check docs-check demo bench faults fuzz shaders clean
 
 all: build
 
@@ -67,6 +67,12 @@ bench: deps-bench build
 
 fuzz:
 	./scripts/fuzz.sh
+
+# The fault table: nodeprep against fake drivers (hang, abort, segfault,
+# 1 GiB on stderr, a daemon, a complaint), written into docs/faults.md.
+faults: build
+	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
+	  ./scripts/faults.sh --update docs/faults.md
 
 shaders:
 	$(MAKE) -C nodeprep/selftest shaders

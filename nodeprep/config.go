@@ -66,6 +66,10 @@ type NVMLConfig struct {
 	// Library is the path of libnvidia-ml.so.1 to load; empty means the
 	// dynamic linker's search.
 	Library string `yaml:"library" json:"library"`
+	// Timeout bounds nvmlInit and the inventory's queries, run in a child
+	// process (0 or absent: gpu.DefaultTimeout, 5s); a driver that has
+	// not answered by then is reported hung (exit 69).
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 }
 
 // JoinConfig is the `join:` section: the k3s agent drop-in.
@@ -280,6 +284,9 @@ func (c Config) Validate() error {
 	}
 	if c.Cluster.MaxGPUs < 0 {
 		errs = append(errs, fmt.Errorf("cluster.maxGPUs is %d, want 1 or more (0 or absent: the default)", c.Cluster.MaxGPUs))
+	}
+	if c.NVML.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("nvml.timeout is %s, want a positive duration (0 or absent: the default)", c.NVML.Timeout))
 	}
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))

@@ -56,6 +56,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "drop-in k3s ignores", yaml: "join:\n  dropIn: foo.txt\n", err: "join.dropIn"},
 		{name: "relative metrics", yaml: "up:\n  metricsFile: x.prom\n", err: "up.metricsFile"},
 		{name: "negative timeout", yaml: "selftest:\n  timeout: -5s\n", err: "selftest.timeout"},
+		{name: "negative NVML timeout", yaml: "nvml:\n  timeout: -1s\n", err: "nvml.timeout"},
 		{name: "negative wait", yaml: "wait: -1s\n", err: "wait is -1s"},
 	}
 	for _, tt := range tests {

@@ -5,8 +5,9 @@
 #  2. Whole `nodeprep cdi patch` process vs the jq pipeline (bench-cdi.sh),
 #     and on a generated 10,000-device spec: time and peak RSS
 #     (bench-hugespec.sh).
-#  3. Whole `nodeprep selftest` process vs `vulkaninfo --summary` on
-#     lavapipe (bench-selftest.sh).
+#  3. Whole `nodeprep selftest` process vs `vulkaninfo --summary` and
+#     `vulkaninfo --summary; eglinfo -B` on lavapipe, alternating
+#     (bench-selftest.sh).
 #  4. The `up` demo: whole-process time, peak RSS, and each stage's time.
 # Results also land in .bench/ (JSON from hyperfine).
 set -euo pipefail

@@ -1,7 +1,6 @@
 package ctrtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
@@ -114,8 +114,8 @@ func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
 		out.Err = fmt.Errorf("starting %s: %w", r.Path, err)
 		return out
 	}
-	var stderr capped
-	cmd.Stderr = &stderr
+	stderr := &child.Capture{Head: 32 << 10, Tail: 32 << 10}
+	cmd.Stderr = stderr
 	// The runtime dies with nodeprep; its container is then reaped by
 	// the next Delete of the same state directory or by a reboot.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -158,7 +158,7 @@ func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
 			}
 		}
 	}
-	out.Stderr = stderr.Bytes()
+	out.Stderr = []byte(stderr.String())
 	var ee *exec.ExitError
 	switch {
 	case werr == nil:
@@ -191,34 +191,23 @@ func (r *Runtime) quiet(limit time.Duration, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.Path, append([]string{"--root", r.StateDir}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil && r.Log != nil {
-		r.Log.Debug("OCI runtime cleanup", "command", strings.Join(cmd.Args, " "), "err", err, "output", strings.TrimSpace(string(out)))
+	out := &child.Capture{Head: 4 << 10, Tail: 4 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil && r.Log != nil {
+		r.Log.Debug("OCI runtime cleanup", "command", strings.Join(cmd.Args, " "), "err", err, "output", strings.TrimSpace(out.String()))
 	}
 }
 
 // Version returns the first line of the runtime's `--version`.
 func (r *Runtime) Version(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, r.Path, "--version")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
+	stdout, stderr := &child.Capture{Head: 4 << 10, Tail: 1}, &child.Capture{Head: 32 << 10, Tail: 32 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
 		return "", &RunError{Command: cmd.Args, Stderr: stderr.String(), Err: err}
 	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	line, _, _ := strings.Cut(strings.TrimSpace(stdout.String()), "\n")
 	return line, nil
-}
-
-// capped keeps the first 64 KiB written to it.
-type capped struct{ bytes.Buffer }
-
-// Write keeps the first 64 KiB written and reports every byte taken.
-func (c *capped) Write(p []byte) (int, error) {
-	if room := 64<<10 - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }
 
 // oneLine is the last 400 bytes of s on one line.

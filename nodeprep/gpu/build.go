@@ -59,7 +59,50 @@ const (
 type Option func(*options)
 
 type options struct {
-	libraryPath string
+	libraryPath  string
+	checkSymbols bool
+}
+
+// WithSymbolCheck makes Build look each NVML function up in the loaded
+// library (lib.Extensions().LookupSymbol) before calling it, and treat a
+// missing one as "not supported by this driver" (the field is absent; for
+// the few queries the inventory cannot do without, an error). Without it
+// a call into a library that lacks the symbol ends the process: go-nvml
+// binds lazily and the dynamic linker exits 127 with "symbol lookup
+// error". go-nvml's mocks do not implement Extensions, so only the real
+// library (FromNVML) sets it.
+func WithSymbolCheck() Option { return func(o *options) { o.checkSymbols = true } }
+
+// ErrMissingSymbol: the NVML library lacks a function the inventory cannot
+// do without (marked fault.ErrUnavailable).
+var ErrMissingSymbol = errors.New("not supported by this driver")
+
+// symbols is the lookup Build uses: has reports whether any of the names
+// (a function's versions, newest first, as go-nvml picks them) is in
+// the library.
+type symbols struct {
+	lib   nvml.Interface
+	check bool
+}
+
+func (s symbols) has(names ...string) bool {
+	if !s.check || len(names) == 0 {
+		return true
+	}
+	for _, n := range names {
+		if s.lib.Extensions().LookupSymbol(n) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// need is has for a function the inventory cannot do without.
+func (s symbols) need(what string, names ...string) error {
+	if s.has(names...) {
+		return nil
+	}
+	return fault.Unavailable(fmt.Errorf("%w: reading %s: the NVML library has no %s", ErrMissingSymbol, what, strings.Join(names, " or ")))
 }
 
 // WithLibraryPath names the NVML library that lib loads ("" means
@@ -87,7 +130,7 @@ func FromNVML(libraryPath string) (*Inventory, error) {
 	if err := checkNVMLSymbols(libraryPath); err != nil {
 		return nil, err
 	}
-	inv, err := Build(Open(libraryPath), WithLibraryPath(libraryPath))
+	inv, err := Build(Open(libraryPath), WithLibraryPath(libraryPath), WithSymbolCheck())
 	if le, ok := errors.AsType[*LibraryError](err); ok {
 		lib := dl.New(le.Library, dl.RTLD_LAZY|dl.RTLD_LOCAL)
 		if derr := lib.Open(); derr != nil {
@@ -178,25 +221,43 @@ func Build(lib nvml.Interface, opts ...Option) (inv *Inventory, err error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, fault.Unavailable(initError(ret, o.libraryPath))
 	}
+	sym := symbols{lib: lib, check: o.checkSymbols}
 	defer func() {
+		if !sym.has("nvmlShutdown") {
+			return
+		}
 		if ret := lib.Shutdown(); ret != nvml.SUCCESS && err == nil {
 			inv, err = nil, fault.Unavailable(fmt.Errorf("shutting down NVML: %w", ret))
 		}
 	}()
 
 	inv = &Inventory{GPUs: []GPU{}}
+	if err := sym.need("driver version", "nvmlSystemGetDriverVersion"); err != nil {
+		return nil, err
+	}
 	if inv.DriverVersion, err = systemString("driver version", lib.SystemGetDriverVersion); err != nil {
+		return nil, err
+	}
+	if err := sym.need("NVML version", "nvmlSystemGetNVMLVersion"); err != nil {
 		return nil, err
 	}
 	if inv.NVMLVersion, err = systemString("NVML version", lib.SystemGetNVMLVersion); err != nil {
 		return nil, err
 	}
-	cuda, ret := lib.SystemGetCudaDriverVersion()
-	switch {
-	case ret == nvml.SUCCESS:
-		inv.CUDADriverVersion = CUDAVersion(cuda)
-	case !absent(ret):
-		return nil, fault.Unavailable(fmt.Errorf("reading CUDA driver version: %w", ret))
+	if sym.has("nvmlSystemGetCudaDriverVersion") {
+		cuda, ret := lib.SystemGetCudaDriverVersion()
+		switch {
+		case ret == nvml.SUCCESS:
+			inv.CUDADriverVersion = CUDAVersion(cuda)
+		case !absent(ret):
+			return nil, fault.Unavailable(fmt.Errorf("reading CUDA driver version: %w", ret))
+		}
+	}
+	if err := sym.need("the GPU count", "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"); err != nil {
+		return nil, err
+	}
+	if err := sym.need("a device handle", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"); err != nil {
+		return nil, err
 	}
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -204,7 +265,7 @@ func Build(lib nvml.Interface, opts ...Option) (inv *Inventory, err error) {
 	}
 	inv.GPUs = make([]GPU, 0, count)
 	for i := range count {
-		inv.GPUs = append(inv.GPUs, readGPU(lib, i))
+		inv.GPUs = append(inv.GPUs, readGPU(lib, sym, i))
 	}
 	checkUUIDs(inv)
 	return inv, nil
@@ -253,6 +314,7 @@ func CUDAVersion(v int) string {
 // health reasons. Once the GPU is lost it reads nothing more.
 type reader struct {
 	g    *GPU
+	sym  symbols
 	lost bool
 }
 
@@ -273,9 +335,9 @@ func (r *reader) ok(what string, ret nvml.Return) bool {
 	return false
 }
 
-func readGPU(lib nvml.Interface, index int) GPU {
+func readGPU(lib nvml.Interface, sym symbols, index int) GPU {
 	g := GPU{Index: index}
-	r := &reader{g: &g}
+	r := &reader{g: &g, sym: sym}
 	dev, ret := lib.DeviceGetHandleByIndex(index)
 	if r.ok("device handle", ret) {
 		r.read(dev)
@@ -287,28 +349,33 @@ func readGPU(lib nvml.Interface, index int) GPU {
 // read fills r.g from dev, stopping at the first sign that the GPU is lost.
 func (r *reader) read(dev nvml.Device) {
 	g := r.g
-	steps := []func(){
-		func() {
+	// Each step names the NVML functions it calls (any version will do):
+	// one the library lacks leaves the field absent, as NOT_SUPPORTED does.
+	steps := []struct {
+		syms []string
+		read func()
+	}{
+		{[]string{"nvmlDeviceGetUUID"}, func() {
 			if v, ret := dev.GetUUID(); r.ok("UUID", ret) {
 				g.UUID = v
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetMinorNumber"}, func() {
 			if v, ret := dev.GetMinorNumber(); r.ok("minor number", ret) {
 				g.Minor = v
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetName"}, func() {
 			if v, ret := dev.GetName(); r.ok("name", ret) {
 				g.Name = v
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetBrand"}, func() {
 			if v, ret := dev.GetBrand(); r.ok("brand", ret) {
 				g.Brand = BrandName(v)
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}, func() {
 			p, ret := dev.GetPciInfo()
 			if !r.ok("PCI info", ret) {
 				return
@@ -319,34 +386,37 @@ func (r *reader) read(dev nvml.Device) {
 				return
 			}
 			g.PCIBusID = id
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetMemoryInfo"}, func() {
 			if m, ret := dev.GetMemoryInfo(); r.ok("memory info", ret) {
 				g.MemoryMiB = m.Total / (1 << 20)
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetCudaComputeCapability"}, func() {
 			if major, minor, ret := dev.GetCudaComputeCapability(); r.ok("compute capability", ret) {
 				g.ComputeMajor, g.ComputeMinor = major, minor
 			}
-		},
-		func() {
+		}},
+		{[]string{}, func() {
 			g.Architecture = Family(g.ComputeMajor, g.ComputeMinor)
 			if g.Architecture != "" {
+				return
+			}
+			if !r.sym.has("nvmlDeviceGetArchitecture") {
 				return
 			}
 			if a, ret := dev.GetArchitecture(); r.ok("architecture", ret) {
 				g.Architecture = architectureName(a)
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetPersistenceMode"}, func() {
 			if v, ret := dev.GetPersistenceMode(); r.ok("persistence mode", ret) {
 				on := v == nvml.FEATURE_ENABLED
 				g.PersistenceMode = &on
 			}
-		},
-		func() { r.readMIG(dev) },
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetMigMode"}, func() { r.readMIG(dev) }},
+		{[]string{"nvmlDeviceGetEccMode"}, func() {
 			current, _, ret := dev.GetEccMode()
 			if !r.ok("ECC mode", ret) {
 				return
@@ -355,28 +425,33 @@ func (r *reader) read(dev nvml.Device) {
 			if !g.ECC.Enabled {
 				return
 			}
+			if !r.sym.has("nvmlDeviceGetTotalEccErrors") {
+				return
+			}
 			if n, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); r.ok("ECC errors", ret) {
 				g.ECC.VolatileUncorrected = n
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetRemappedRows"}, func() {
 			corr, unc, pending, failure, ret := dev.GetRemappedRows()
 			if r.ok("remapped rows", ret) {
 				g.RemappedRows = &RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pending, Failure: failure}
 			}
-		},
-		func() {
+		}},
+		{[]string{"nvmlDeviceGetTemperature"}, func() {
 			if t, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU); r.ok("temperature", ret) {
 				c := int(t)
 				g.TemperatureC = &c
 			}
-		},
+		}},
 	}
 	for _, step := range steps {
 		if r.lost {
 			return
 		}
-		step()
+		if r.sym.has(step.syms...) {
+			step.read()
+		}
 	}
 	g.Health.Reasons = append(g.Health.Reasons, verdict(g)...)
 }
@@ -388,7 +463,7 @@ func (r *reader) readMIG(dev nvml.Device) {
 		return
 	}
 	g.MIG = &MIG{Current: current == nvml.DEVICE_MIG_ENABLE, Pending: pending == nvml.DEVICE_MIG_ENABLE}
-	if !g.MIG.Current {
+	if !g.MIG.Current || !r.sym.has("nvmlDeviceGetMaxMigDeviceCount") || !r.sym.has("nvmlDeviceGetMigDeviceHandleByIndex") {
 		return
 	}
 	n, ret := dev.GetMaxMigDeviceCount()
@@ -408,6 +483,9 @@ func (r *reader) readMIG(dev nvml.Device) {
 			continue
 		}
 		d := MIGDevice{Index: i}
+		if !r.sym.has("nvmlDeviceGetUUID") || !r.sym.has("nvmlDeviceGetAttributes_v2", "nvmlDeviceGetAttributes") {
+			continue
+		}
 		if v, ret := mig.GetUUID(); r.ok(what+" UUID", ret) {
 			d.UUID = v
 		}

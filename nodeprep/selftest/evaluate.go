@@ -43,6 +43,15 @@ type Hints struct {
 type ProbeResult[T any] struct {
 	Report  *T      // the child's report, or nil
 	Failure *Reason // why there is no report (timeout, crash, bad output)
+	// Output is what the child, its loader and its drivers printed
+	// (stdout and stderr, the last 2 KiB on one line; with
+	// VK_LOADER_DEBUG=error,warn the Vulkan loader's own errors). A reason
+	// about this probe quotes it.
+	Output string
+	// Escaped counts the child's descendants that outlived it and were
+	// killed (a driver's daemon); a report with one gets a warning. When
+	// both probes share a child, the count is on the Vulkan result.
+	Escaped int
 }
 
 // Evaluate decides the self-test from the inventory and the two probes
@@ -91,10 +100,33 @@ func Evaluate(inv *gpu.Inventory, vk ProbeResult[VulkanReport], egl ProbeResult[
 		r.fail(ReasonNoGPUs, "the inventory has no GPU: nothing to test")
 		return r
 	}
+	nr, nw := len(r.Reasons), len(r.Warnings)
 	r.evalVulkan(gpus, vk, standIn, p.Hints)
+	r.quote(nr, nw, vk.Failure, "the Vulkan loader and driver said", vk.Output)
+	nr, nw = len(r.Reasons), len(r.Warnings)
 	r.evalEGL(gpus, egl, standIn, p)
+	r.quote(nr, nw, egl.Failure, "libEGL and the vendor library said", egl.Output)
+	if n := vk.Escaped + egl.Escaped; n > 0 {
+		r.warn("the drivers left %d process(es) running after the probe (a daemon in its own session); nodeprep killed them", n)
+	}
 	r.Passed = len(r.Reasons) == 0
 	return r
+}
+
+// quote appends what a probe's child printed to the reasons and warnings
+// added since nr and nw, so that the loader's or the driver's own line
+// ("unable to open libnvidia-glvkspirv…") is in the reason. A child
+// failure already carries its output.
+func (r *Report) quote(nr, nw int, failure *Reason, who, output string) {
+	if output == "" || failure != nil {
+		return
+	}
+	for i := nr; i < len(r.Reasons); i++ {
+		r.Reasons[i].Message += "; " + who + ": " + output
+	}
+	for i := nw; i < len(r.Warnings); i++ {
+		r.Warnings[i] += "; " + who + ": " + output
+	}
 }
 
 func (r *Report) fail(kind ReasonKind, format string, args ...any) {
@@ -129,26 +161,31 @@ func (h Hints) egl() string {
 	return "vendor manifests searched (__EGL_VENDOR_LIBRARY_FILENAMES unset): " + strings.Join(h.EGLPaths, ", ")
 }
 
-// icdFindings describes the manifests that failed, for the
-// incompatible-driver and no-adapter reasons.
+// icdFindings lists every driver manifest the probe found and what
+// happened to it (its library opens, or why the manifest or the library
+// failed), for the incompatible-driver and no-adapter reasons.
 func icdFindings(checks []ICDCheck) string {
 	if len(checks) == 0 {
 		return "no driver manifest was found"
 	}
-	var bad []string
+	var found []string
+	ok := 0
 	for _, c := range checks {
 		switch {
 		case c.Error == "":
+			ok++
+			found = append(found, fmt.Sprintf("manifest %s: library %q opens", c.Manifest, c.Library))
 		case c.Library == "":
-			bad = append(bad, fmt.Sprintf("manifest %s: %s", c.Manifest, c.Error))
+			found = append(found, fmt.Sprintf("manifest %s: %s", c.Manifest, c.Error))
 		default:
-			bad = append(bad, fmt.Sprintf("manifest %s names library %q, which failed to load: %s", c.Manifest, c.Library, c.Error))
+			found = append(found, fmt.Sprintf("manifest %s names library %q, which failed to load: %s", c.Manifest, c.Library, c.Error))
 		}
 	}
-	if len(bad) == 0 {
-		return "every manifest's library opens, but no driver accepted the instance"
+	msg := fmt.Sprintf("%d driver manifest(s) found: %s", len(checks), strings.Join(found, "; "))
+	if ok == len(checks) {
+		msg += "; every manifest's library opens, but no driver accepted the instance"
 	}
-	return strings.Join(bad, "; ")
+	return msg
 }
 
 func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], standIn bool, h Hints) {

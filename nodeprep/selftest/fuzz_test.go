@@ -38,12 +38,11 @@ func FuzzDecodeVulkanReport(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// A decoded report evaluates without panicking and re-encodes.
+		// A decoded report evaluates without panicking and survives the
+		// wire: what the child would print decodes to the same report.
 		Evaluate(nil, ProbeResult[VulkanReport]{Report: r}, eglOK(), Policy{RequireEGL: true})
 		Evaluate(simulatedInventory(), ProbeResult[VulkanReport]{Report: r}, eglOK(), Policy{AllowCPUAdapter: true})
-		if _, err := json.Marshal(r); err != nil {
-			t.Fatal(err)
-		}
+		roundTrip(t, r, DecodeVulkanReport)
 	})
 }
 
@@ -59,7 +58,30 @@ func FuzzDecodeEGLReport(f *testing.F) {
 		}
 		Evaluate(realInventory(), vkOK(nv(0, uuidA)), ProbeResult[EGLReport]{Report: r}, Policy{RequireEGL: true})
 		Evaluate(simulatedInventory(), vkOK(lavapipe(0)), ProbeResult[EGLReport]{Report: r}, Policy{AllowCPUAdapter: true})
+		roundTrip(t, r, DecodeEGLReport)
 	})
+}
+
+// roundTrip checks the report decoders' property: a decoded report, encoded
+// as the probe child encodes it, decodes again, and to a report that
+// encodes to the same bytes (nothing lost or invented on the wire).
+func roundTrip[T any](t *testing.T, r *T, decode func([]byte) (*T, error)) {
+	t.Helper()
+	first, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := decode(first)
+	if err != nil {
+		t.Fatalf("the encoding of a decoded report does not decode: %v\n%s", err, first)
+	}
+	second, err := json.Marshal(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, second) {
+		t.Fatalf("round trip changed the report:\n%s\n%s", first, second)
+	}
 }
 
 func FuzzParseICDManifest(f *testing.F) {
@@ -80,14 +102,14 @@ func FuzzReadReport(f *testing.F) {
 	f.Add([]byte("no newline at all"))
 	f.Add([]byte(strings.Repeat("x", 70000) + "\n" + ReportPrefix + "{}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out := readReport(bytes.NewReader(data))
-		if out.found && !bytes.Contains(data, out.report) {
-			t.Fatalf("report %q is not in the input", out.report)
+		report, other, found := ReadReport(bytes.NewReader(data), ReportPrefix)
+		if found && !bytes.Contains(data, report) {
+			t.Fatalf("report %q is not in the input", report)
 		}
-		if len(out.other) > 64<<10 || len(out.other) > len(data) {
-			t.Fatalf("kept %d bytes of other output from %d bytes of input (cap 64 KiB)", len(out.other), len(data))
+		if len(other) > 64<<10 || len(other) > len(data) {
+			t.Fatalf("kept %d bytes of other output from %d bytes of input (cap 64 KiB)", len(other), len(data))
 		}
-		if !out.found && bytes.Contains(data, []byte("\n"+ReportPrefix+"{")) && len(data) < 64<<10 {
+		if !found && bytes.Contains(data, []byte("\n"+ReportPrefix+"{")) && len(data) < 64<<10 {
 			t.Fatalf("missed a report line in %q", data)
 		}
 	})

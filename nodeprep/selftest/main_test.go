@@ -5,16 +5,19 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 )
 
 // childEnv marks a re-executed test binary as a probe child: TestMain then
-// serves the request (its last argument) instead of running tests, so the
+// serves the requests (its arguments) instead of running tests, so the
 // tests drive the real child process without building nodeprep.
 const childEnv = "NODEPREP_SELFTEST_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		if err := ServeProbe(os.Args[len(os.Args)-1], os.Stdout); err != nil {
+		if err := ServeProbeOnPipe(os.Args[1:], child.ChildReport()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}
@@ -23,11 +26,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Real components on this kind of host: Mesa's lavapipe and Mesa EGL.
-const (
-	lavapipeICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
-	mesaEGL     = "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
-)
+// Real components on this kind of host: Mesa's lavapipe and Mesa EGL,
+// from VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES or this
+// architecture's Debian paths (drivertest.Mesa).
+var lavapipeICD, mesaEGL, mesaExplicit = drivertest.Mesa(os.Getenv)
 
 // driverEnv is the test process's environment without any driver
 // override, plus the child marker and the given "KEY=value" entries: the
@@ -46,12 +48,14 @@ func driverEnv(extra ...string) []string {
 }
 
 // requireMesa skips a test when lavapipe or Mesa EGL is not installed
-// (`make deps` / .ci/run install them).
+// (`make deps` / .ci/run install them), and fails it when the environment
+// named them (`make unit`, a Nix sandbox) and one is missing.
 func requireMesa(t *testing.T) {
 	t.Helper()
-	for _, f := range []string{lavapipeICD, mesaEGL} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("Mesa driver not installed (%v): apt-get install mesa-vulkan-drivers libegl-mesa0", err)
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
+		if mesaExplicit {
+			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
 		}
+		t.Skip(why)
 	}
 }

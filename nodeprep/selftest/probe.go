@@ -36,8 +36,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 )
 
 //go:embed shaders/pattern.spv
@@ -79,6 +82,10 @@ type ProbeRequest struct {
 	// ICDPaths are the manifest files or directories the loader reads
 	// (VK_DRIVER_FILES' entries, or the default search path).
 	ICDPaths []string `json:"icdPaths,omitempty"`
+	// ICDDefaultSearch says ICDPaths are the loader's default search
+	// directories (VK_DRIVER_FILES unset): one that does not exist is
+	// not a finding.
+	ICDDefaultSearch bool `json:"icdDefaultSearch,omitempty"`
 	// Seed seeds the dispatch pattern (0: derived from the clock).
 	Seed uint32 `json:"seed,omitempty"`
 }
@@ -92,33 +99,94 @@ const ReportPrefix = "nodeprep-probe-report: "
 // ErrBadRequest is returned by ServeProbe for a request it cannot decode.
 var ErrBadRequest = errors.New("bad probe request")
 
-// ServeProbe is the probe child's body: it decodes request (a ProbeRequest
-// as JSON), runs that probe in this process and writes its report
-// (VulkanReport or EGLReport) to w as one line: ReportPrefix, then JSON.
-// Failures of the
-// probe are in the report; the error is for a bad request or a failed
-// write. The caller should exit soon after: drivers stay loaded.
+// ServeProbe is the probe child's body when its report goes to stdout (in
+// a container, where only stdout is read): it decodes request (a
+// ProbeRequest as JSON), runs that probe in this process and writes its
+// report (VulkanReport or EGLReport) to w as one line: ReportPrefix, then
+// JSON. Failures of the probe are in the report; the error is for a bad
+// request or a failed write. The caller should exit soon after: drivers
+// stay loaded.
 func ServeProbe(request string, w io.Writer) error {
-	var req ProbeRequest
+	return serveProbe(request, w, ReportPrefix)
+}
+
+// ServeProbeOnPipe is the probe child's body under Run: it runs the probe
+// of each request (ProbeRequests as JSON) at the same time, each on its
+// own thread, and writes each report to report, the private pipe
+// nodeprep/child gives the child (child.ChildReport), as one line
+// "report <api> <JSON>" as soon as that probe is done, so nothing a
+// driver prints on stdout can pass for it. Before any driver is loaded a
+// fatal signal is set to be reported with the library it happened in
+// (child.InstallCrashReport). Running both probes in one child loads the
+// libraries they share (Mesa's LLVM, libc's) once. Errors are
+// ServeProbe's.
+func ServeProbeOnPipe(requests []string, report *os.File) error {
+	reqs := make([]ProbeRequest, len(requests))
+	for i, r := range requests {
+		if err := decodeRequest(r, &reqs[i]); err != nil {
+			return err
+		}
+	}
+	if err := child.InstallCrashReport(report); err != nil {
+		return err
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs = make([]error, len(reqs))
+	)
+	for i, req := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep := probe(req)
+			data, err := json.Marshal(rep)
+			if err != nil {
+				errs[i] = fmt.Errorf("encoding probe report: %w", err)
+				return
+			}
+			line := append([]byte("report "+string(req.API)+" "), data...)
+			mu.Lock()
+			defer mu.Unlock()
+			if _, err := report.Write(append(line, '\n')); err != nil {
+				errs[i] = fmt.Errorf("writing probe report: %w", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func decodeRequest(request string, req *ProbeRequest) error {
 	dec := json.NewDecoder(strings.NewReader(request))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(req); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	var rep any
-	switch req.API {
-	case APIVulkan:
-		rep = ProbeVulkan(req)
-	case APIEGL:
-		rep = ProbeEGL(req.Library)
-	default:
+	if req.API != APIVulkan && req.API != APIEGL {
 		return fmt.Errorf("%w: api %q: want vulkan or egl", ErrBadRequest, req.API)
 	}
-	data, err := json.Marshal(rep)
+	return nil
+}
+
+// probe runs req's probe in this process.
+func probe(req ProbeRequest) any {
+	if req.API == APIEGL {
+		return ProbeEGL(req.Library)
+	}
+	return ProbeVulkan(req)
+}
+
+func serveProbe(request string, w io.Writer, prefix string) error {
+	var req ProbeRequest
+	if err := decodeRequest(request, &req); err != nil {
+		return err
+	}
+	data, err := json.Marshal(probe(req))
 	if err != nil {
 		return fmt.Errorf("encoding probe report: %w", err)
 	}
-	line := append([]byte(ReportPrefix), data...)
+	line := append([]byte(prefix), data...)
 	if _, err := w.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("writing probe report: %w", err)
 	}
@@ -166,7 +234,7 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 		if rep.Error == "" {
 			rep.Error = "vkCreateInstance returned " + rep.Result
 		}
-		rep.ICDs = checkICDs(req.ICDPaths)
+		rep.ICDs = checkICDs(req.ICDPaths, req.ICDDefaultSearch)
 		return rep
 	}
 
@@ -181,7 +249,7 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 		return rep
 	}
 	if n == 0 {
-		rep.ICDs = checkICDs(req.ICDPaths)
+		rep.ICDs = checkICDs(req.ICDPaths, req.ICDDefaultSearch)
 	}
 	computable := map[int]bool{}
 	for i := range int(n) {
@@ -329,10 +397,14 @@ func parseICDManifest(data []byte) (string, error) {
 // checkICDs reads each manifest (directories: their *.json files) and
 // tries to dlopen its library, resolving a relative library_path with a
 // slash against the manifest's directory as the loader does.
-func checkICDs(paths []string) []ICDCheck {
+func checkICDs(paths []string, defaultSearch bool) []ICDCheck {
 	var files []string
 	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		fi, err := os.Stat(p)
+		if defaultSearch && err != nil {
+			continue // an absent search directory holds no manifest
+		}
+		if err == nil && fi.IsDir() {
 			m, _ := filepath.Glob(filepath.Join(p, "*.json"))
 			files = append(files, m...)
 			continue

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
@@ -132,8 +133,25 @@ func TestRealProbeFailures(t *testing.T) {
 	requireMesa(t)
 	t.Parallel()
 	dir := t.TempDir()
-	badICD := filepath.Join(dir, "broken_icd.json")
+	icdDir := filepath.Join(dir, "data/vulkan/icd.d")
+	if err := os.MkdirAll(icdDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	badICD := filepath.Join(icdDir, "broken_icd.json")
 	if err := os.WriteFile(badICD, []byte(`{"file_format_version":"1.0.0","ICD":{"library_path":"/nonexistent/libvulkan_x.so","api_version":"1.3.0"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A real ICD library that opens but refuses the loader (the fake
+	// with no fault).
+	fakeICD, fakeManifest, err := drivertest.Build(t.TempDir(), drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fakeManifest)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(icdDir, "fake_icd.json"), data, 0o644)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -141,6 +159,7 @@ func TestRealProbeFailures(t *testing.T) {
 		opts      []Option
 		kind      ReasonKind
 		fragments []string
+		absent    []string
 		libErr    bool
 	}{
 		{
@@ -154,6 +173,18 @@ func TestRealProbeFailures(t *testing.T) {
 			opts:      []Option{WithEnv(driverEnv("VK_DRIVER_FILES="+badICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
 			kind:      ReasonIncompatibleDriver,
 			fragments: []string{badICD, "/nonexistent/libvulkan_x.so", "No such file"},
+		},
+		{
+			// VK_DRIVER_FILES unset: the reason lists each manifest found
+			// in the search directories and what became of it; search
+			// directories that do not exist are not findings.
+			name: "default search",
+			opts: []Option{WithEnv(driverEnv("HOME="+dir, "XDG_CONFIG_DIRS="+dir+"/absent-config", "XDG_DATA_DIRS="+dir+"/data:"+dir+"/absent-data", "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL))},
+			kind: ReasonIncompatibleDriver,
+			fragments: []string{"VK_DRIVER_FILES unset", "2 driver manifest(s) found",
+				"manifest " + dir + "/data/vulkan/icd.d/broken_icd.json names library \"/nonexistent/libvulkan_x.so\", which failed to load",
+				"manifest " + dir + "/data/vulkan/icd.d/fake_icd.json: library \"" + fakeICD + "\" opens"},
+			absent: []string{"absent-config/vulkan/icd.d:", "absent-data/vulkan/icd.d:", dir + "/.config/vulkan/icd.d:"},
 		},
 		{
 			name:      "wrong loader path",
@@ -174,6 +205,11 @@ func TestRealProbeFailures(t *testing.T) {
 			t.Parallel()
 			r := runProbe(t, simulatedInventory(), append([]Option{WithAllowCPUAdapter(true)}, tc.opts...)...)
 			wantReason(t, r, tc.kind, tc.fragments...)
+			for _, a := range tc.absent {
+				if strings.Contains(r.Reasons[0].Message, a) {
+					t.Errorf("reason %q lists %q, an absent search directory, as a finding", r.Reasons[0].Message, a)
+				}
+			}
 			err := r.Err()
 			if !errors.Is(err, ErrFailed) || errors.Is(err, ErrLibraryNotFound) != tc.libErr {
 				t.Errorf("Err() = %v: want ErrFailed, ErrLibraryNotFound %v", err, tc.libErr)
@@ -213,10 +249,16 @@ func TestChildFailures(t *testing.T) {
 		{"abort", `echo "driver: assertion failed" >&2; kill -ABRT $$`, 10 * time.Second, ReasonCrashed, []string{"SIGABRT", "assertion failed"}},
 		{"not JSON", `echo hello`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "hello"}},
 		{"exit status", `exit 7`, 10 * time.Second, ReasonBadOutput, []string{"status 7"}},
-		{"bad report", `echo 'nodeprep-probe-report: {"loader":1}'`, 10 * time.Second, ReasonBadOutput, []string{"printed a bad report"}},
-		// The report counts as soon as its line is complete, even when
-		// the child then hangs in driver teardown.
-		{"report then hang", `echo 'nodeprep-probe-report: {"loader":"l","library":"l","adapters":[],"devices":[]}' | sed 's/,"library":"l"//; s/,"devices":\[\]//' ; exec sleep 60`, 10 * time.Second, ReasonNoAdapters, nil},
+		{"bad report", `echo 'report vulkan {"loader":1}' >&3`, 10 * time.Second, ReasonBadOutput, []string{"printed a bad report"}},
+		// A report forged on stdout (a driver printing) is output, not
+		// the report: only the private pipe carries it.
+		{"forged report", `echo 'nodeprep-probe-report: {"loader":"l","adapters":[]}'; echo 'report vulkan {"loader":"l","adapters":[]}'`, 10 * time.Second, ReasonBadOutput, []string{"without printing a report", "nodeprep-probe-report"}},
+		// Closing stdout early is not a crash, and the child is not
+		// killed for it: it reports later.
+		{"stdout closed early", `exec 1>&- 2>&-; sleep 0.2; echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3`, 10 * time.Second, ReasonNoAdapters, nil},
+		// The report counts when the child then hangs in driver teardown
+		// (it is killed after the grace period).
+		{"report then hang", `echo 'report vulkan {"loader":"l","adapters":[]}' >&3; echo 'report egl {"library":"l","devices":[]}' >&3; exec sleep 60`, 10 * time.Second, ReasonNoAdapters, nil},
 		// A hung driver that started a helper: the whole group is killed
 		// and Run returns promptly.
 		{"hang", `sleep 60 & sleep 60`, 300 * time.Millisecond, ReasonTimeout, []string{"did not finish within 300ms"}},
@@ -259,5 +301,20 @@ func TestServeProbeBadRequest(t *testing.T) {
 		if err := ServeProbe(req, &strings.Builder{}); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ServeProbe(%q) = %v, want ErrBadRequest", req, err)
 		}
+	}
+}
+
+// TestCancelledIsNotTimeout: the context ending (SIGTERM) during a probe
+// is reported as cancelled, not as a timeout.
+func TestCancelledIsNotTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r, err := Run(ctx, realInventory(), WithCommand("/bin/sh", "-c", "exec sleep 60", "probe"), WithEnv(driverEnv()), WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Reasons) != 2 || r.Reasons[0].Kind != ReasonCancelled || r.Reasons[1].Kind != ReasonCancelled {
+		t.Fatalf("reasons %+v, want cancelled for both probes", r.Reasons)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
@@ -147,22 +146,9 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 		hints.ICDVar, hints.ICDPaths = ICDSearch(o.env)
 		hints.EGLVar, hints.EGLPaths = EGLVendorSearch(o.env)
 	}
-	var (
-		wg  sync.WaitGroup
-		vk  ProbeResult[VulkanReport]
-		egl ProbeResult[EGLReport]
-	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		req := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths}
-		vk = probeChild(ctx, &o, req, DecodeVulkanReport)
-	}()
-	go func() {
-		defer wg.Done()
-		egl = probeChild(ctx, &o, ProbeRequest{API: APIEGL, Library: o.eglLib}, DecodeEGLReport)
-	}()
-	wg.Wait()
+	vkReq := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths, ICDDefaultSearch: o.env != nil && hints.ICDVar == ""}
+	eglReq := ProbeRequest{API: APIEGL, Library: o.eglLib}
+	vk, egl := runProbes(ctx, &o, vkReq, eglReq)
 	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
 	// A child that printed no report still had a library to open.
 	if r.Vulkan.Loader == "" {
@@ -175,33 +161,63 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	return r, nil
 }
 
-// probeChild runs one probe child and decodes its report.
+// runProbes runs both probes in one child, each on its own thread: the
+// libraries they share load once, which is most of a probe's time on
+// Mesa. A probe whose report is in is decoded. When the child ends
+// before both reports, a missing probe gets the child's reason (it
+// crashed, hung or failed there); only when both are missing and the
+// child crashed or exited are they run again, each in its own child, so
+// that the crash is told to the API whose driver made it.
+func runProbes(ctx context.Context, o *options, vkReq, eglReq ProbeRequest) (ProbeResult[VulkanReport], ProbeResult[EGLReport]) {
+	lines, res, failure := runChild(ctx, o, vkReq, eglReq)
+	if len(lines) == 0 && failure != nil && (res.Ending == child.EndSignaled || res.Ending == child.EndExited) {
+		var (
+			wg  sync.WaitGroup
+			vk  ProbeResult[VulkanReport]
+			egl ProbeResult[EGLReport]
+		)
+		wg.Add(2)
+		go func() { defer wg.Done(); vk = probeChild(ctx, o, vkReq, DecodeVulkanReport) }()
+		go func() { defer wg.Done(); egl = probeChild(ctx, o, eglReq, DecodeEGLReport) }()
+		wg.Wait()
+		return vk, egl
+	}
+	vk, egl := decodeResult(APIVulkan, lines, res, failure, DecodeVulkanReport), decodeResult(APIEGL, lines, res, failure, DecodeEGLReport)
+	egl.Escaped = 0 // one child: counted once
+	return vk, egl
+}
+
+// probeChild runs one probe alone in a child and decodes its report.
 func probeChild[T any](ctx context.Context, o *options, req ProbeRequest, decode func([]byte) (*T, error)) ProbeResult[T] {
-	what := fmt.Sprintf("%s probe", req.API)
-	line, failure := runChild(ctx, o, req)
-	if failure != nil {
-		failure.Message = what + ": " + failure.Message
-		return ProbeResult[T]{Failure: failure}
+	lines, res, failure := runChild(ctx, o, req)
+	return decodeResult(req.API, lines, res, failure, decode)
+}
+
+// decodeResult makes api's ProbeResult from a child's report lines
+// ("<api> <JSON>"), or from its failure when api's line is missing.
+func decodeResult[T any](api API, lines map[API][]byte, res *child.Result, failure *Reason, decode func([]byte) (*T, error)) ProbeResult[T] {
+	what := fmt.Sprintf("%s probe", api)
+	out := ProbeResult[T]{}
+	if res != nil {
+		out.Output = child.OneLine(res.Output.String(), 2048)
+		out.Escaped = res.Escaped
+	}
+	line, ok := lines[api]
+	if !ok {
+		if failure == nil {
+			failure = &Reason{Kind: ReasonBadOutput, Message: "exited without printing a report" + res.Note()}
+		}
+		f := *failure
+		f.Message = what + ": " + f.Message
+		out.Failure = &f
+		return out
 	}
 	rep, err := decode(line)
 	if err != nil {
-		return ProbeResult[T]{Failure: &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("%s printed a bad report: %v; report: %s", what, err, snippet(line))}}
+		out.Failure = &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("%s printed a bad report: %v; report: %s", what, err, snippet(line))}
+		return out
 	}
-	return ProbeResult[T]{Report: rep}
-}
-
-// childOutput is what the reader of a child's stdout found: the report
-// line without its prefix, or the other output it saw before EOF.
-type childOutput struct {
-	report []byte
-	found  bool
-	other  []byte
-}
-
-// readReport reads a probe child's stdout (ReadReport with ReportPrefix).
-func readReport(r io.Reader) childOutput {
-	var out childOutput
-	out.report, out.other, out.found = ReadReport(r, ReportPrefix)
+	out.Report = rep
 	return out
 }
 
@@ -209,9 +225,9 @@ func readReport(r io.Reader) childOutput {
 // line without the prefix (found true), or EOF. It keeps at most 64 KiB of
 // the other output (for messages) and reads a line into memory only up to
 // 8 MiB, so a child that prints without newlines cannot exhaust memory.
-// The in-container self-test reads its containers' output with it too.
+// The in-container self-test reads its containers' output with it (the
+// local probes report on a private pipe instead, see nodeprep/child).
 func ReadReport(r io.Reader, prefix string) (report, other []byte, found bool) {
-	var out childOutput
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -224,120 +240,65 @@ func ReadReport(r io.Reader, prefix string) (report, other []byte, found bool) {
 			}
 		}
 		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (err == nil || len(rest) > 0) {
-			return bytes.TrimSpace(bytes.Clone(rest)), out.other, true
+			return bytes.TrimSpace(bytes.Clone(rest)), other, true
 		}
-		if len(out.other) < 64<<10 {
-			out.other = append(out.other, line[:min(len(line), 64<<10-len(out.other))]...)
+		if len(other) < 64<<10 {
+			other = append(other, line[:min(len(line), 64<<10-len(other))]...)
 		}
 		if err != nil {
-			return nil, out.other, false
+			return nil, other, false
 		}
 	}
 }
 
-// runChild starts the child in its own process group and returns its
-// report line as soon as it is complete: the child's exit (driver
-// teardown) is reaped in the background. Without a report it waits for
-// the child and says why: timeout (the whole group is killed at
-// o.timeout, or when ctx ends), a signal, an exit status, or output that
-// is not a report.
-func runChild(ctx context.Context, o *options, req ProbeRequest) ([]byte, *Reason) {
-	reqJSON, err := json.Marshal(req)
-	if err != nil {
-		return nil, &Reason{Kind: ReasonBadOutput, Message: err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	args := append(append([]string{}, o.command[1:]...), string(reqJSON))
-	cmd := exec.Command(o.command[0], args...)
-	cmd.Env = probeEnv(o.env, o.cacheDir)
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		cancel()
-		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("creating a pipe: %v", err)}
-	}
-	var stderr capped
-	stderr.limit = 64 << 10
-	cmd.Stdout, cmd.Stderr = pw, &stderr
-	// Own process group, so that a timeout kills whatever the driver
-	// started too; SIGKILL when nodeprep itself dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = 2 * time.Second
-	start := time.Now()
-	err = cmd.Start()
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		cancel()
-		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("could not run %s: %v", o.command[0], err)}
-	}
-	killGroup := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	outc := make(chan childOutput, 1)
-	go func() { outc <- readReport(pr); pr.Close() }()
-
-	var out childOutput
-	select {
-	case out = <-outc:
-	case <-ctx.Done():
-		killGroup()
-	}
-	if out.found {
-		o.log.Debug("probe child reported", "api", req.API, "ms", ms(time.Since(start)))
-		// The report is final: reap the child (it is only tearing the
-		// drivers down) in the background.
-		go func() { // reap; a child that hangs in teardown dies at the timeout
-			waited := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(waited) }()
-			select {
-			case <-waited:
-			case <-ctx.Done():
-				killGroup()
-				<-waited
-			}
-			cancel()
-		}()
-		return out.report, nil
-	}
-	// EOF: the child has exited (or was killed). Its zombie still holds
-	// the group id, so killing the group now reaches only its stragglers.
-	killGroup()
-	err = cmd.Wait()
-	ctxErr := ctx.Err()
-	cancel()
-	o.log.Debug("probe child finished without a report", "api", req.API, "ms", ms(time.Since(start)), "err", err, "stderr", stderr.String())
-	if ctxErr != nil {
-		if errors.Is(ctxErr, context.DeadlineExceeded) {
-			return nil, &Reason{Kind: ReasonTimeout, Message: fmt.Sprintf("did not finish within %s and was killed (a hung driver?)%s", o.timeout, stderrNote(&stderr))}
+// runChild runs a probe child for reqs (nodeprep/child: own process
+// group, reports on a private pipe, bounded output, escaped descendants
+// killed; the child is stopped as soon as every report is in, since its
+// drivers' teardown is of no use) and returns its report lines by API,
+// and, when it ended without all of them, the reason: timeout,
+// cancelled (ctx ended: SIGTERM), crashed (a fatal signal, with the
+// library the crash handler named), or bad output (an exit status). The
+// child's output is in the result for every reason.
+func runChild(ctx context.Context, o *options, reqs ...ProbeRequest) (map[API][]byte, *child.Result, *Reason) {
+	args := append([]string{}, o.command[1:]...)
+	for _, req := range reqs {
+		reqJSON, err := json.Marshal(req)
+		if err != nil {
+			return nil, nil, &Reason{Kind: ReasonBadOutput, Message: err.Error()}
 		}
-		return nil, &Reason{Kind: ReasonTimeout, Message: fmt.Sprintf("cancelled: %v", ctxErr)}
+		args = append(args, string(reqJSON))
 	}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return nil, &Reason{Kind: ReasonCrashed, Message: fmt.Sprintf("crashed: killed by signal %s (%v)%s", SignalName(ws.Signal()), ws.Signal(), stderrNote(&stderr))}
+	res := child.Run(ctx, child.Spec{Path: o.command[0], Args: args, Env: probeEnv(o.env, o.cacheDir), Timeout: o.timeout, Reports: len(reqs), Grace: -1})
+	o.log.Debug("probe child ended", "probes", len(reqs), "ms", ms(res.Duration), "ending", res.Ending, "escaped", res.Escaped, "output", res.Output.String())
+	lines := map[API][]byte{}
+	for _, r := range res.Reports {
+		api, data, _ := bytes.Cut(r, []byte(" "))
+		if _, dup := lines[API(api)]; !dup {
+			lines[API(api)] = data
 		}
-		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("exited with status %d%s", ee.ExitCode(), stderrNote(&stderr))}
-	case err != nil:
-		return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("waiting for %s: %v", o.command[0], err)}
 	}
-	return nil, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("exited without printing a report; output: %s%s", snippet(out.other), stderrNote(&stderr))}
+	if len(lines) >= len(reqs) && res.Crash == nil {
+		return lines, res, nil
+	}
+	msg := res.Describe(o.timeout) + res.Note()
+	switch res.Ending {
+	case child.EndTimeout, child.EndStuck:
+		return lines, res, &Reason{Kind: ReasonTimeout, Message: msg + " (a hung driver?)"}
+	case child.EndCancelled:
+		return lines, res, &Reason{Kind: ReasonCancelled, Message: msg}
+	case child.EndSignaled:
+		return lines, res, &Reason{Kind: ReasonCrashed, Message: msg}
+	case child.EndExited:
+		if res.ExitCode == 0 {
+			msg = "exited without printing a report" + res.Note()
+		}
+	}
+	return lines, res, &Reason{Kind: ReasonBadOutput, Message: msg}
 }
 
 // SignalName names a signal as the kernel headers do ("SIGSEGV"); unknown
 // numbers give "signal N".
-func SignalName(s syscall.Signal) string {
-	names := map[syscall.Signal]string{
-		syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-		syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL", syscall.SIGINT: "SIGINT",
-		syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
-		syscall.SIGSEGV: "SIGSEGV", syscall.SIGSYS: "SIGSYS", syscall.SIGTERM: "SIGTERM",
-		syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
-	}
-	if n, ok := names[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("signal %d", int(s))
-}
+func SignalName(s syscall.Signal) string { return child.SignalName(s) }
 
 // DecodeVulkanReport decodes a Vulkan probe child's report line (the
 // JSON after ReportPrefix): one VulkanReport, no unknown fields, nothing
@@ -486,33 +447,6 @@ func (r *Report) Err() error {
 	return fault.CheckFailed(fmt.Errorf("%w: %s", ErrFailed, strings.Join(msgs, "; ")))
 }
 
-// capped is a bytes.Buffer that keeps at most limit bytes (the first ones)
-// so that a runaway child cannot exhaust memory.
-type capped struct {
-	bytes.Buffer
-	limit int
-}
-
-// Write keeps the first 64 KiB written and reports every byte taken.
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.limit - c.Len(); room > 0 {
-		if len(p) > room {
-			c.Buffer.Write(p[:room])
-		} else {
-			c.Buffer.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func stderrNote(b *capped) string {
-	s := strings.TrimSpace(b.String())
-	if s == "" {
-		return ""
-	}
-	return "; stderr: " + snippet([]byte(s))
-}
-
 // snippet is the last 300 bytes of b on one line.
 func snippet(b []byte) string {
 	s := strings.TrimSpace(string(b))
@@ -536,15 +470,22 @@ func shaderCacheEnv(cacheDir string) []string {
 	return []string{"MESA_SHADER_CACHE_DIR=" + cacheDir, "__GL_SHADER_DISK_CACHE_PATH=" + cacheDir}
 }
 
-// probeEnv is env plus shaderCacheEnv for the variables env does not set
-// (the operator's own settings win). A nil env stays nil (the child
-// inherits nodeprep's environment).
+// loaderDebugEnv makes the Vulkan loader print its errors and warnings
+// (VK_LOADER_DEBUG, Vulkan-Loader's LoaderDebugging.md) to the child's
+// stderr, which nodeprep keeps (bounded) and quotes in a reason: "could
+// not get 'vkCreateInstance' via 'vk_icdGetInstanceProcAddr'" says more
+// than "no driver accepted the instance". A working loader prints nothing.
+const loaderDebugEnv = "VK_LOADER_DEBUG=error,warn"
+
+// probeEnv is env plus shaderCacheEnv and loaderDebugEnv for the variables
+// env does not set (the operator's own settings win). A nil env stays nil
+// (the child inherits nodeprep's environment).
 func probeEnv(env []string, cacheDir string) []string {
 	if env == nil {
 		return nil
 	}
 	out := slices.Clone(env)
-	for _, kv := range shaderCacheEnv(cacheDir) {
+	for _, kv := range append(shaderCacheEnv(cacheDir), loaderDebugEnv) {
 		name, _, _ := strings.Cut(kv, "=")
 		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
 			out = append(out, kv)

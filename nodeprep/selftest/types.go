@@ -318,6 +318,7 @@ const (
 	ReasonDuplicateAdapter   ReasonKind = "duplicate-adapter"   // more than one adapter has the GPU's UUID
 	ReasonDispatchFailed     ReasonKind = "dispatch-failed"     // the compute dispatch failed or gave wrong data
 	ReasonTimeout            ReasonKind = "timeout"             // a probe child ran past the timeout
+	ReasonCancelled          ReasonKind = "cancelled"           // nodeprep was stopped (SIGTERM) during the probe
 	ReasonCrashed            ReasonKind = "crashed"             // a probe child was killed by a signal
 	ReasonBadOutput          ReasonKind = "bad-output"          // a probe child failed or printed no report
 	ReasonEGLNotFound        ReasonKind = "egl-not-found"       // dlopen of libEGL failed

@@ -6,12 +6,13 @@ import "github.com/spf13/cobra"
 // file with its options struct and constructor.
 func addCommands(root *cobra.Command, g *globals) {
 	root.AddCommand(
-		newInspectCommand(g),  // inspect.go
-		newJoinCommand(g),     // join.go
-		newSelftestCommand(g), // selftest.go
-		newProbeCommand(g),    // selftest.go: hidden child of the self-test
-		newUpCommand(g),       // up.go
-		newClusterCommand(g),  // cluster.go
-		newHealthCommand(g),   // health.go
+		newInspectCommand(g),   // inspect.go
+		newJoinCommand(g),      // join.go
+		newSelftestCommand(g),  // selftest.go
+		newProbeCommand(g),     // selftest.go: hidden child of the self-test
+		newInventoryCommand(g), // inventory.go: hidden NVML child
+		newUpCommand(g),        // up.go
+		newClusterCommand(g),   // cluster.go
+		newHealthCommand(g),    // health.go
 	)
 }

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
@@ -118,11 +119,12 @@ func TestContainerText(t *testing.T) {
 // says why, and the exit status is 69.
 func TestSelftestContainerRuntimeMissing(t *testing.T) {
 	t.Parallel()
-	const icd, egl = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", "/usr/share/glvnd/egl_vendor.d/50_mesa.json"
-	for _, f := range []string{icd, egl} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("Mesa drivers not installed: %v", err)
+	icd, egl, explicit := drivertest.Mesa(os.Getenv)
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
+		if explicit {
+			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
 		}
+		t.Skip(why)
 	}
 	bin := nodeprepBinary(t)
 	cmd := exec.Command(bin, "--root", t.TempDir(), "-o", "json", "selftest", "--simulate", "dgx-h200", "--allow-cpu-adapter",

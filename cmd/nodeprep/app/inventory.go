@@ -1,11 +1,16 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
@@ -13,13 +18,15 @@ import (
 // inventoryFlags are --simulate and --nvml-lib, shared by every command that
 // needs the GPU inventory (inspect, cdi check, join, selftest, up).
 type inventoryFlags struct {
-	simulate string
-	nvmlLib  string
+	simulate    string
+	nvmlLib     string
+	nvmlTimeout time.Duration
 }
 
 func (f *inventoryFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.simulate, "simulate", "", "use a built-in simulated server instead of NVML: dgx-a100, dgx-h100, dgx-h200 or dgx-b200")
 	fs.StringVar(&f.nvmlLib, "nvml-lib", "", "path of libnvidia-ml.so.1 (default: the dynamic linker's search)")
+	fs.DurationVar(&f.nvmlTimeout, "nvml-timeout", gpu.DefaultTimeout, "how long NVML may take to initialise and answer before it is reported hung")
 }
 
 // check validates --simulate and --nvml-lib without building anything, so
@@ -38,7 +45,8 @@ func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 
 // inventory builds the inventory from the simulated server (--simulate) or
 // from NVML, loaded from --nvml-lib, else the config's nvml.library, else
-// through the dynamic linker.
+// through the dynamic linker, in a child process (inventoryCommandName)
+// bounded by --nvml-timeout (nvml.timeout) and the command's context.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
 	if f.simulate != "" {
 		if fs.Changed("nvml-lib") {
@@ -48,9 +56,53 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 	}
 	lib := flagOr(fs, "nvml-lib", f.nvmlLib, g.cfg.NVML.Library)
 	g.log.Debug("reading the GPU inventory from NVML", "library", lib)
-	inv, err := gpu.FromNVML(lib)
+	timeout := flagOr(fs, "nvml-timeout", f.nvmlTimeout, g.cfg.NVML.Timeout)
+	if timeout <= 0 {
+		if fs.Changed("nvml-timeout") {
+			return nil, fault.Usage(fmt.Errorf("--nvml-timeout %s: want a positive duration", timeout))
+		}
+		timeout = gpu.DefaultTimeout
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the NVML child: %w", err))
+	}
+	ctx := g.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{inventoryCommandName, "--" + reportPipeFlag}}, lib, timeout)
 	if errors.Is(err, gpu.ErrLibraryNotFound) {
 		err = fmt.Errorf("%w (name the library with --nvml-lib or nvml.library in the config file)", err)
 	}
 	return inv, err
+}
+
+// inventoryCommandName is the hidden child that reads NVML
+// (gpu.ServeInventory).
+const inventoryCommandName = "__inventory"
+
+// newInventoryCommand is the hidden NVML child: `nodeprep __inventory
+// --report-pipe REQUEST` reads the inventory in this process and reports
+// it on the report pipe. Like __probe, it skips the global setup.
+func newInventoryCommand(g *globals) *cobra.Command {
+	var onPipe bool
+	cmd := &cobra.Command{
+		Use:    inventoryCommandName + " REQUEST",
+		Short:  "Read the GPU inventory from NVML (internal: the NVML child process)",
+		Hidden: true,
+		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			g.started = true
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if !onPipe {
+				return fault.Usage(errors.New("__inventory reports only on the report pipe (--report-pipe)"))
+			}
+			return gpu.ServeInventory(args[0], child.ChildReport())
+		},
+	}
+	cmd.Flags().BoolVar(&onPipe, reportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
+	return cmd
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 )
 
 // TestInventoryLibraryFromConfig checks that nvml.library in the config file
@@ -29,6 +31,41 @@ func TestInventoryLibraryFromConfig(t *testing.T) {
 			_, stderr, code := inspectRun(t, tt.args...)
 			if code != ExitUnavailable || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, tt.not) {
 				t.Errorf("exit %d, stderr %q; want %d naming %s", code, stderr, ExitUnavailable, tt.want)
+			}
+		})
+	}
+}
+
+// TestInventoryTimeoutFromConfig: nvml.timeout bounds a hung NVML (a fake
+// whose nvmlInit_v2 never returns) and --nvml-timeout overrides it; a
+// non-positive flag is a usage error. Not parallel: it sets the fake's
+// environment, which the NVML child inherits.
+func TestInventoryTimeoutFromConfig(t *testing.T) {
+	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FAKE_FAULT", "hang")
+	t.Setenv("FAKE_NVML_AT", "init")
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("nvml:\n  timeout: 300ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"config", []string{"inspect", "--config", cfg, "--nvml-lib", lib}, ExitUnavailable, "did not finish within 300ms"},
+		{"flag wins", []string{"inspect", "--config", cfg, "--nvml-lib", lib, "--nvml-timeout", "200ms"}, ExitUnavailable, "did not finish within 200ms"},
+		{"zero flag", []string{"inspect", "--nvml-lib", lib, "--nvml-timeout", "0s"}, ExitUsage, "--nvml-timeout 0s: want a positive duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := inspectRun(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tt.code, tt.want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,7 @@ type globals struct {
 	quiet      bool
 
 	started bool            // a command's PersistentPreRunE ran
+	ctx     context.Context // the command's context (SIGTERM cancels it)
 	host    *hostfs.Root    // the host root (--root)
 	cfg     nodeprep.Config // defaults, then the config file
 	log     *slog.Logger    // to stderr, level from -v/-q
@@ -75,6 +77,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 // setup resolves the global flags: logger, host root, config file.
 func (g *globals) setup(cmd *cobra.Command) error {
 	g.started = true
+	g.ctx = cmd.Context()
 	level := slog.LevelInfo
 	switch {
 	case g.verbose && g.quiet:

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/nodeprep/child"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -70,7 +71,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		return nil, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe child: %w", err))
 	}
 	return []selftest.Option{
-		selftest.WithCommand(exe, probeCommandName),
+		selftest.WithCommand(exe, probeCommandName, "--"+reportPipeFlag),
 		selftest.WithEnv(os.Environ()),
 		selftest.WithVulkanLoader(flagOr(f, "vulkan-loader", o.vulkanLoader, cfg.VulkanLoader)),
 		selftest.WithEGLLibrary(flagOr(f, "egl-lib", o.eglLib, cfg.EGLLib)),
@@ -276,24 +277,39 @@ func (e *selftestWriter) printf(format string, args ...any) {
 // file, host root): the child needs neither, and a config problem must not
 // look like a driver problem.
 func newProbeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:    probeCommandName + " REQUEST",
+	var onPipe bool
+	cmd := &cobra.Command{
+		Use:    probeCommandName + " REQUEST...",
 		Short:  "Run one adapter probe (internal: the self-test's child process)",
 		Hidden: true,
-		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
+		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.MinimumNArgs(1)(cmd, args)) },
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			g.started = true
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			err := selftest.ServeProbe(args[0], g.streams.Out)
+			var err error
+			if !onPipe && len(args) != 1 {
+				return fault.Usage(errors.New("one request on stdout; several only with --" + reportPipeFlag))
+			}
+			if onPipe {
+				err = selftest.ServeProbeOnPipe(args, child.ChildReport())
+			} else {
+				err = selftest.ServeProbe(args[0], g.streams.Out)
+			}
 			if errors.Is(err, selftest.ErrBadRequest) {
 				return fault.Usage(err)
 			}
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&onPipe, reportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
+	return cmd
 }
+
+// reportPipeFlag makes a child command report on child.ReportFD instead of
+// stdout (the in-container probe, read through the runtime, uses stdout).
+const reportPipeFlag = "report-pipe"
 
 // shaderCacheHostPath is nodeprep's shader cache for the probe children.
 const shaderCacheHostPath = "/run/nodeprep/shader-cache"

@@ -1,0 +1,37 @@
+/* A fake NVML with one GPU. FAKE_FAULT happens in nvmlInit_v2 when
+ * FAKE_NVML_AT=init, in nvmlDeviceGetName when FAKE_NVML_AT=query. It
+ * has only the functions below: every other query the inventory makes
+ * (brand, PCI info, memory, ...) is a symbol it lacks. */
+#include <stdio.h>
+#include <string.h>
+#include "fault.h"
+
+typedef int nvmlReturn_t;
+typedef void *nvmlDevice_t;
+static int np_dev;
+
+static void np_at(const char *where) {
+	const char *at = getenv("FAKE_NVML_AT");
+	if (at != NULL && strcmp(at, where) == 0)
+		np_fault("fake NVML");
+}
+
+nvmlReturn_t nvmlInit_v2(void) { np_at("init"); return 0; }
+nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+nvmlReturn_t nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(nvmlReturn_t r) { return r == 0 ? "Success" : "Unknown Error"; }
+nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned n) { snprintf(v, n, "999.1.2"); return 0; }
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *v, unsigned n) { snprintf(v, n, "12.999.1.2"); return 0; }
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *c) { *c = 1; return 0; }
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) { (void)i; *d = &np_dev; return 0; }
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *v, unsigned n) {
+	(void)d;
+	snprintf(v, n, "GPU-12345678-1234-1234-1234-123456789abc");
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *v, unsigned n) {
+	(void)d;
+	np_at("query");
+	snprintf(v, n, "NVIDIA Fake");
+	return 0;
+}

@@ -1,0 +1,116 @@
+package selftest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+)
+
+// TestDriverFaults runs the real probes against fake drivers built here
+// from C (nodeprep/drivertest): a Vulkan ICD and an EGL vendor library
+// that hang, abort, segfault, flood stderr with 1 GiB, start a daemon in
+// its own session, or print the NVIDIA driver's own complaint. The other
+// API gets its Mesa driver, and a simulated inventory with CPU stand-ins,
+// so exactly one reason is the fake's.
+func TestDriverFaults(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	dir := t.TempDir()
+	icdLib, icdManifest, err := drivertest.Build(dir, drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eglLib, eglManifest, err := drivertest.Build(dir, drivertest.EGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		kind      ReasonKind
+		fragments []string
+	}
+	tests := []struct {
+		fault    string
+		vulkan   want
+		egl      want
+		warning  string // a warning that must be there
+		lingered bool   // whether a daemon had to be killed
+	}{
+		{"hang", want{ReasonTimeout, []string{"did not finish within 2s"}}, want{ReasonTimeout, []string{"did not finish within 2s"}}, "", false},
+		{"abort", want{ReasonCrashed, []string{"crashed: SIGABRT in " + icdLib, "assertion"}}, want{ReasonCrashed, []string{"crashed: SIGABRT in " + eglLib, "assertion"}}, "", false},
+		{"segv", want{ReasonCrashed, []string{"crashed: SIGSEGV in " + icdLib}}, want{ReasonCrashed, []string{"crashed: SIGSEGV in " + eglLib}}, "", false},
+		{"flood", want{ReasonIncompatibleDriver, []string{"flooded 1024 MiB"}}, want{ReasonEGLNoDevices, []string{"flooded 1024 MiB"}}, "", false},
+		{"daemon", want{ReasonIncompatibleDriver, []string{"started a helper daemon"}}, want{ReasonEGLNoDevices, []string{"started a helper daemon"}}, "left 1 process(es) running", true},
+		{"message", want{ReasonIncompatibleDriver, []string{"unable to open libnvidia-glvkspirv.so.999"}}, want{ReasonEGLNoDevices, []string{"unable to open libnvidia-glvkspirv.so.999"}}, "", false},
+	}
+	for _, tc := range tests {
+		for _, api := range []API{APIVulkan, APIEGL} {
+			t.Run(tc.fault+"/"+string(api), func(t *testing.T) {
+				t.Parallel()
+				mark := make([]byte, 8)
+				_, _ = rand.Read(mark)
+				marker := "FAKE_MARK=" + hex.EncodeToString(mark)
+				icd, egl, w := icdManifest, mesaEGL, tc.vulkan
+				if api == APIEGL {
+					icd, egl, w = lavapipeICD, eglManifest, tc.egl
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := Run(context.Background(), simulatedInventory(),
+					WithCommand(exe),
+					WithEnv(driverEnv("VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT="+tc.fault, marker)),
+					WithTimeout(2*time.Second), WithAllowCPUAdapter(true))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("reasons %v warnings %q", r.Reasons, r.Warnings)
+				if len(r.Reasons) != 1 || r.Reasons[0].Kind != w.kind {
+					t.Fatalf("reasons %+v, want one %s", r.Reasons, w.kind)
+				}
+				for _, f := range w.fragments {
+					if !strings.Contains(r.Reasons[0].Message, f) {
+						t.Errorf("reason %q does not contain %q", r.Reasons[0].Message, f)
+					}
+				}
+				if len(r.Reasons[0].Message) > 8<<10 {
+					t.Errorf("reason is %d bytes: the child's output is not bounded", len(r.Reasons[0].Message))
+				}
+				warned := slices.ContainsFunc(r.Warnings, func(s string) bool { return strings.Contains(s, tc.warning) })
+				if tc.warning != "" && !warned {
+					t.Errorf("warnings %q, want one saying %q", r.Warnings, tc.warning)
+				}
+				if left := processesWith(marker); len(left) > 0 {
+					t.Errorf("processes %v of the probe outlived it", left)
+				}
+			})
+		}
+	}
+}
+
+// processesWith lists the processes whose environment holds kv.
+func processesWith(kv string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(env, 0), []byte(kv+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
