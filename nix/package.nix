@@ -44,7 +44,7 @@ let
       # The tests compare the generated reference and man pages with
       # these, and run the demo script.
       (lib.fileset.maybeMissing (root + "/docs/cli"))
-      (lib.fileset.maybeMissing (root + "/docs/man"))
+      (root + "/docs/man") # installed by postInstall
       (lib.fileset.maybeMissing (root + "/scripts/demo.sh"))
     ];
   };
@@ -89,17 +89,17 @@ buildGoModule {
     "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=${commit}"
   ];
 
-  # Shell completions and man pages come from the built binary itself
-  # (`nodeprep completion SHELL`, and the hidden `nodeprep man DIR`, which
-  # writes the same pages as docs/man), so they always match its flags.
-  # Cross builds cannot run it and go without.
-  postInstall = lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
+  # The man pages are docs/man, generated from the cobra commands and kept
+  # current by a test (TestDocsUpToDate). Shell completions come from the
+  # built binary itself (`nodeprep completion SHELL`), so they always match
+  # its flags; cross builds cannot run it and go without.
+  postInstall = ''
+    installManPage docs/man/*.1
+  '' + lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
     installShellCompletion --cmd nodeprep \
       --bash <($out/bin/nodeprep completion bash) \
       --zsh <($out/bin/nodeprep completion zsh) \
       --fish <($out/bin/nodeprep completion fish)
-    $out/bin/nodeprep man man
-    installManPage man/*.1
   '';
 
   # See the header: checks.go-tests overrides this to true.

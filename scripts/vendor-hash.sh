@@ -15,7 +15,10 @@ command -v nix >/dev/null || { echo "vendor-hash: nix not found (apt-get install
 
 tmp=$(mktemp -d /tmp/nodeprep-vendor.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-git ls-files -z -- go.mod go.sum '*.go' | xargs -0 cp --parents -t "$tmp"
+# Tracked and new files as they are in the work tree (a deleted one is gone).
+git ls-files -z --cached --others --exclude-standard --deduplicate -- go.mod go.sum '*.go' |
+  while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+  xargs -0 cp --parents -t "$tmp"
 (cd "$tmp" && GOFLAGS=-mod=mod go mod vendor)
 got=$(nix --extra-experimental-features nix-command hash path "$tmp/vendor")
 have=$(sed -n 's/^ *vendorHash = "\(sha256-[^"]*\)";.*/\1/p' nix/package.nix)

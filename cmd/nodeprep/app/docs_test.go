@@ -16,7 +16,7 @@ func TestDocsUpToDate(t *testing.T) {
 	docs := filepath.Join("..", "..", "..", "docs")
 	tmp := t.TempDir()
 	gotMD, gotMan := filepath.Join(tmp, "cli"), filepath.Join(tmp, "man")
-	if err := GenerateDocs(gotMD, gotMan); err != nil {
+	if err := generateDocs(gotMD, gotMan); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{"cli", "man"} {
@@ -25,7 +25,7 @@ func TestDocsUpToDate(t *testing.T) {
 			if err := os.RemoveAll(want); err != nil {
 				t.Fatal(err)
 			}
-			if err := GenerateDocs(map[string]string{"cli": want}[dir], map[string]string{"man": want}[dir]); err != nil {
+			if err := generateDocs(map[string]string{"cli": want}[dir], map[string]string{"man": want}[dir]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -59,19 +59,5 @@ func compareDirs(t *testing.T, got, want string) {
 	}
 	if len(gotFiles) == 0 {
 		t.Errorf("nothing generated in %s", got)
-	}
-}
-
-// TestManCommand: the hidden `nodeprep man DIR`, which package.nix runs on
-// the built binary, writes the pages checked in under docs/man.
-func TestManCommand(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	if _, stderr, code := runCLI(t, "man", dir); code != ExitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	compareDirs(t, dir, filepath.Join("..", "..", "..", "docs", "man"))
-	if _, _, code := runCLI(t, "man"); code != ExitUsage {
-		t.Errorf("man without DIR: exit %d, want %d", code, ExitUsage)
 	}
 }

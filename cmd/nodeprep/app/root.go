@@ -67,7 +67,6 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.AddCommand(
 		newVersionCommand(g),
 		newCDICommand(g),
-		newManCommand(),
 	)
 	addCommands(cmd, g)
 	registerCompletions(cmd)

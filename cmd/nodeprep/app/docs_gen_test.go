@@ -1,5 +1,12 @@
 package app
 
+// The generated reference lives in a test file so that cobra/doc (and the
+// Markdown and roff libraries it links) stay out of the nodeprep binary:
+// each linked package's init costs every nodeprep process, the probe
+// children included, start-up time. The pages are checked in under
+// docs/cli and docs/man; TestDocsUpToDate fails when they go stale, and
+// package.nix installs docs/man from the source.
+
 import (
 	"fmt"
 	"os"
@@ -8,8 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
-
-	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
 // manDate is the date the man pages carry: fixed, so the pages checked in
@@ -17,13 +22,13 @@ import (
 // same bytes (cobra would otherwise stamp today's date).
 var manDate = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
 
-// GenerateDocs writes the command reference generated from the cobra
+// generateDocs writes the command reference generated from the cobra
 // commands themselves: one Markdown page per command under markdownDir
 // (docs/cli) and one man page per command, section 1, under manDir
 // (docs/man); an empty directory name skips that form. The output is the
 // same on every machine: no dates, and host-dependent defaults (--arch)
 // spelled out in words.
-func GenerateDocs(markdownDir, manDir string) error {
+func generateDocs(markdownDir, manDir string) error {
 	root, _ := newRootCommand(IOStreams{})
 	root.DisableAutoGenTag = true
 	root.InitDefaultCompletionCmd() // cobra adds it only when executing
@@ -58,24 +63,5 @@ func hostIndependentDefaults(c *cobra.Command) {
 	})
 	for _, sub := range c.Commands() {
 		hostIndependentDefaults(sub)
-	}
-}
-
-// newManCommand is `nodeprep man DIR`, hidden: package.nix runs it on the
-// built binary to install the man pages (installManPage).
-func newManCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "man DIR",
-		Short:  "Write nodeprep's man pages (section 1) to DIR",
-		Hidden: true,
-		Args: func(cmd *cobra.Command, args []string) error {
-			return fault.Usage(cobra.ExactArgs(1)(cmd, args))
-		},
-		RunE: func(_ *cobra.Command, args []string) error {
-			if err := GenerateDocs("", args[0]); err != nil {
-				return fault.CantWrite(err)
-			}
-			return nil
-		},
 	}
 }
