@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -85,33 +86,12 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 func closest(key string, fields map[string]reflect.Type) string {
 	best, bestD := "", 3
 	for k := range fields {
-		d := editDistance(strings.ToLower(key), strings.ToLower(k))
+		d := levenshtein.ComputeDistance(strings.ToLower(key), strings.ToLower(k))
 		if d < bestD || d == bestD && k < best {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // typeLine matches one of yaml.v3's TypeError lines:

@@ -190,63 +190,6 @@ func TestUpPreflight(t *testing.T) {
 	}
 }
 
-// treeSnapshot records every path under the host root with its mode and
-// bytes (a link's target), except those under skip (host paths).
-func treeSnapshot(t *testing.T, h *hostfs.Root, skip ...string) map[string]string {
-	t.Helper()
-	snap := map[string]string{}
-	err := filepath.WalkDir(h.Dir(), func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel := "/" + strings.TrimPrefix(strings.TrimPrefix(p, h.Dir()), "/")
-		for _, s := range skip {
-			if rel == s || strings.HasPrefix(rel, s+"/") {
-				return nil
-			}
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		v := st.Mode().String()
-		switch {
-		case st.Mode()&os.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			v += " -> " + target
-		case st.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(data)
-		}
-		snap[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
-
-func diffSnapshots(before, after map[string]string) []string {
-	var out []string
-	for p, v := range after {
-		if b, ok := before[p]; !ok {
-			out = append(out, "created "+p)
-		} else if b != v {
-			out = append(out, "changed "+p)
-		}
-	}
-	for p := range before {
-		if _, ok := after[p]; !ok {
-			out = append(out, "removed "+p)
-		}
-	}
-	return out
-}
-
 // TestUpPlansBeforeWriting: up reads and validates every stage's inputs
 // before its first write. On a host whose spec needs patching, bad join
 // input (k3s files, labels, taints) stops the run with the input's exit
@@ -300,12 +243,12 @@ func TestUpPlansBeforeWriting(t *testing.T) {
 			if opts.ExtraLabels, err = k3s.ParseLabels(tt.labels); err != nil {
 				t.Fatal(err)
 			}
-			before := treeSnapshot(t, host, "/run/nodeprep")
+			before := testkit.Snapshot(t, host.Dir(), "/run/nodeprep")
 			rep, err := Up(context.Background(), host, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := diffSnapshots(before, treeSnapshot(t, host, "/run/nodeprep")); len(diff) > 0 {
+			if diff := testkit.Changes(before, testkit.Snapshot(t, host.Dir(), "/run/nodeprep")); len(diff) > 0 {
 				t.Errorf("bad input changed the host: %v", diff)
 			}
 			if rep.Ready || !errors.Is(rep.Err(), tt.kind) {
@@ -333,12 +276,12 @@ func TestUpPlansBeforeWriting(t *testing.T) {
 func TestUpUsageErrorWritesNothing(t *testing.T) {
 	t.Parallel()
 	host := upHost(t, "nixos-h200")
-	before := treeSnapshot(t, host)
+	before := testkit.Snapshot(t, host.Dir())
 	rep, err := Up(context.Background(), host, upOptions(simulated("dgx-h999"), nil))
 	if !errors.Is(err, fault.ErrUsage) || rep != nil {
 		t.Fatalf("Up = %v, %v; want a usage error and no report", rep, err)
 	}
-	if diff := diffSnapshots(before, treeSnapshot(t, host)); len(diff) > 0 {
+	if diff := testkit.Changes(before, testkit.Snapshot(t, host.Dir())); len(diff) > 0 {
 		t.Errorf("a usage error changed the host: %v", diff)
 	}
 }

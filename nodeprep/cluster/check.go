@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
@@ -326,7 +327,7 @@ func nearTolerations(tols []corev1.Toleration, t corev1.Taint) string {
 	var out []string
 	for _, tol := range tols {
 		if tol.Key != t.Key {
-			if tol.Key != "" && editDistance(tol.Key, t.Key) <= 2 {
+			if tol.Key != "" && levenshtein.ComputeDistance(tol.Key, t.Key) <= 2 {
 				out = append(out, fmt.Sprintf("toleration key %q is not %q", tol.Key, t.Key))
 			}
 			continue
@@ -414,31 +415,11 @@ func explainAffinity(ps *corev1.PodSpec, node *corev1.Node, where string) (strin
 func nearestKey(k string, m map[string]string) string {
 	best, bestD := "", 3
 	for key := range m {
-		if d := editDistance(k, key); d < bestD || d == bestD && key < best {
+		if d := levenshtein.ComputeDistance(k, key); d < bestD || d == bestD && key < best {
 			best, bestD = key, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // wanted returns the labels a pod asks for: its nodeSelector and the

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/agnivade/levenshtein"
 )
 
 // MetricReady is the metric a cloud tier must watch: 1 on a pool node whose
@@ -168,7 +170,7 @@ func isIdent(c byte) bool { return isIdentStart(c) || c == ':' || c >= '0' && c 
 func nearestMetric(name string, m map[string][]string) string {
 	best, bestD := "", 2 // one edit away: a typo, not another metric
 	for _, k := range sortedKeys(m) {
-		if d := editDistance(name, k); d < bestD {
+		if d := levenshtein.ComputeDistance(name, k); d < bestD {
 			best, bestD = k, d
 		}
 	}

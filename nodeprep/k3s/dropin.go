@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -447,32 +448,11 @@ func misspelt(key string) (string, bool) {
 	norm := strings.ToLower(strings.NewReplacer("_", "", "-", "", ".", "").Replace(key))
 	norm = strings.TrimSuffix(norm, "s")
 	for _, real := range []string{KeyNodeLabel, KeyNodeTaint} {
-		if editDistance(norm, strings.ReplaceAll(real, "-", "")) <= 2 {
+		if levenshtein.ComputeDistance(norm, strings.ReplaceAll(real, "-", "")) <= 2 {
 			return real, true
 		}
 	}
 	return "", false
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // checkKeys fails on misspelt node-label/node-taint keys and warns about

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -139,4 +141,69 @@ func HostFiles(t testing.TB, files map[string]string) string {
 		}
 	}
 	return dir
+}
+
+// Snapshot records every path under dir, a host root, with its mode and
+// bytes (a link's target), keyed by host path ("/" for dir itself), except
+// the host paths under skip. Two snapshots compared with Changes show what
+// a run wrote.
+func Snapshot(t testing.TB, dir string, skip ...string) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := "/" + strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+		for _, s := range skip {
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		v := st.Mode().String()
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			v += " -> " + target
+		case st.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(data)
+		}
+		snap[rel] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// Changes lists how after differs from before, two Snapshots: "created
+// P", "changed P" and "removed P", sorted; none when they are equal.
+func Changes(before, after map[string]string) []string {
+	var out []string
+	for p, v := range after {
+		if b, ok := before[p]; !ok {
+			out = append(out, "created "+p)
+		} else if b != v {
+			out = append(out, "changed "+p)
+		}
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			out = append(out, "removed "+p)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -46,55 +48,6 @@ func TestExitCodeNumbers(t *testing.T) {
 	}
 }
 
-// hostTree records every path under dir with its mode and bytes.
-func hostTree(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	tree := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		st, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		v := st.Mode().String()
-		if st.Mode().IsRegular() {
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(data)
-		} else if st.Mode()&os.ModeSymlink != 0 {
-			target, _ := os.Readlink(p)
-			v += " -> " + target
-		}
-		tree[strings.TrimPrefix(p, dir)] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tree
-}
-
-func treeChanges(before, after map[string]string) []string {
-	var out []string
-	for p, v := range after {
-		if b, ok := before[p]; !ok {
-			out = append(out, "created "+p)
-		} else if b != v {
-			out = append(out, "changed "+p)
-		}
-	}
-	for p := range before {
-		if _, ok := after[p]; !ok {
-			out = append(out, "removed "+p)
-		}
-	}
-	return out
-}
-
 // TestBadInputWritesNothing: every command refuses bad input with its exit
 // code and leaves the host tree byte-identical (no status file, no lock
 // directory, no rewritten spec).
@@ -128,12 +81,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 				}
 				args = append(args, "--config", cfg)
 			}
-			before := hostTree(t, root)
+			before := testkit.Snapshot(t, root)
 			_, stderr, code := runCLI(t, append(args, tt.args...)...)
 			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
 				t.Errorf("exit %d, stderr %q; want %d naming %q", code, stderr, tt.code, tt.stderr)
 			}
-			if diff := treeChanges(before, hostTree(t, root)); len(diff) > 0 {
+			if diff := testkit.Changes(before, testkit.Snapshot(t, root)); len(diff) > 0 {
 				t.Errorf("bad input changed the host: %v", diff)
 			}
 		})
@@ -147,12 +100,12 @@ func TestPatchDryRunWritesNowhere(t *testing.T) {
 	tmp := filepath.Join(t.TempDir(), "absent")
 	t.Setenv("TMPDIR", tmp)
 	root := hostCopy(t, "nixos-h200")
-	before := hostTree(t, root)
+	before := testkit.Snapshot(t, root)
 	out, stderr, code := runCLI(t, "--root", root, "cdi", "patch", "--dry-run", "--diff")
 	if code != 0 || !strings.Contains(out, "+") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want a diff", code, out, stderr)
 	}
-	if diff := treeChanges(before, hostTree(t, root)); len(diff) > 0 {
+	if diff := testkit.Changes(before, testkit.Snapshot(t, root)); len(diff) > 0 {
 		t.Errorf("--dry-run changed the host: %v", diff)
 	}
 	if _, err := os.Stat(tmp); err == nil {
@@ -172,15 +125,15 @@ func TestSpecSizeLimit(t *testing.T) {
 		if err := os.Truncate(filepath.Join(root, specRel), 64<<20+1); err != nil {
 			t.Fatal(err)
 		}
-		before := hostTree(t, root)
+		before := testkit.Snapshot(t, root)
 		_, stderr, code := runCLI(t, append([]string{"--root", root}, args...)...)
 		if code != 65 || !strings.Contains(stderr, "64 MiB") {
 			t.Errorf("%v: exit %d, stderr %q; want 65 naming the limit", args, code, stderr)
 		}
-		after := hostTree(t, root)
+		after := testkit.Snapshot(t, root)
 		delete(after, "/run/nodeprep")
 		delete(after, "/run/nodeprep/lock")
-		if diff := treeChanges(before, after); len(diff) > 0 {
+		if diff := testkit.Changes(before, after); len(diff) > 0 {
 			t.Errorf("%v changed the host: %v", args, diff)
 		}
 	}
