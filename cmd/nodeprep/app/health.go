@@ -73,16 +73,5 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		Log:         g.log,
 		Version:     version,
 	})
-	if rep != nil {
-		if perr := g.print(rep, func(w io.Writer) error { return writeUpText(w, rep) }); perr != nil && err == nil {
-			err = fault.CantWrite(fmt.Errorf("printing the report: %w", perr))
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if rerr := rep.Err(); rerr != nil {
-		return silentIfPrinted(g, fmt.Errorf("node not ready: %w", rerr))
-	}
-	return nil
+	return finishReport(g, rep, err)
 }

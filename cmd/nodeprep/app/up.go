@@ -111,18 +111,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		Log:               g.log,
 		Version:           version,
 	})
-	if rep != nil {
-		if perr := g.print(rep, func(w io.Writer) error { return writeUpText(w, rep) }); perr != nil && err == nil {
-			err = fault.CantWrite(fmt.Errorf("printing the report: %w", perr))
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if rerr := rep.Err(); rerr != nil {
-		return silentIfPrinted(g, fmt.Errorf("node not ready: %w", rerr))
-	}
-	return nil
+	return finishReport(g, rep, err)
 }
 
 // systemdNotifier sends sd_notify(3) messages when NOTIFY_SOCKET is set
@@ -173,4 +162,23 @@ func writeUpText(w io.Writer, r *nodeprep.Report) error {
 	fmt.Fprintf(&b, "%s (%.1f ms)\n", verdict, r.DurationMS)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// finishReport prints the report of `up` or `health` (when there is one)
+// and turns the run into its error: the run's own error, else a failed
+// print (fault.ErrCantWrite), else the node's verdict (not ready: exit 1,
+// its reason already printed).
+func finishReport(g *globals, rep *nodeprep.Report, err error) error {
+	if rep != nil {
+		if perr := g.print(rep, func(w io.Writer) error { return writeUpText(w, rep) }); perr != nil && err == nil {
+			err = fault.CantWrite(fmt.Errorf("printing the report: %w", perr))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rerr := rep.Err(); rerr != nil {
+		return silentIfPrinted(g, fmt.Errorf("node not ready: %w", rerr))
+	}
+	return nil
 }
