@@ -50,6 +50,7 @@ func (u *upRun) writeOutputs() error {
 //	nodeprep_selftest_adapters_matched           GPUs matched to a working Vulkan adapter
 //	nodeprep_stage_duration_seconds{stage}       each stage's wall time
 //	nodeprep_stage_ok{stage}                     1 ok or warning, 0 failed or skipped
+//	                                             (and 0 for a self-test that failed under policy taint)
 //	nodeprep_tainted                             1 when joined with the unhealthy taint
 //
 // The encoder is ours (writeGauges), not prometheus/common's expfmt: expfmt
@@ -74,7 +75,11 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 	var dur, ok []sample
 	for _, s := range stages {
 		dur = append(dur, sample{stage: s.Name, value: s.DurationMS / 1000})
-		ok = append(ok, sample{stage: s.Name, value: b2f(s.Status == StatusOK || s.Status == StatusWarning)})
+		passed := s.Status == StatusOK || s.Status == StatusWarning
+		if s.Name == StageSelftest && r.Tainted {
+			passed = false // it failed; policy taint only let the node join
+		}
+		ok = append(ok, sample{stage: s.Name, value: b2f(passed)})
 	}
 	one := func(v float64) []sample { return []sample{{value: v}} }
 	families := []gaugeFamily{ // sorted by name
@@ -84,7 +89,7 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 		{"nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", one(b2f(r.Ready))},
 		{"nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", one(float64(matched))},
 		{"nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur},
-		{"nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up.", ok},
+		{"nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up; 0 when it failed or was skipped, and for a self-test that failed under policy taint.", ok},
 		{"nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", one(b2f(r.Tainted))},
 	}
 	var buf bytes.Buffer

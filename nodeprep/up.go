@@ -305,6 +305,7 @@ func (u *upRun) plan() error {
 		return err
 	}
 	if err := u.run(iJoin, u.planJoin); err != nil {
+		u.stages[iJoin].Summary = "invalid input: nothing written"
 		if st := &u.stages[iCDI]; st.Status != StatusFailed {
 			st.Status = StatusSkipped
 			st.Summary = fmt.Sprintf("%s not patched: nothing written (the %s stage's input is invalid)", u.opts.CDI.Spec, StageJoin)
@@ -317,13 +318,15 @@ func (u *upRun) plan() error {
 
 // apply runs the stages that act, in order, on the plan.
 func (u *upRun) apply(ctx context.Context) error {
+	// The join stage was only planned: it runs for real, with the
+	// self-test's labels, or is skipped when a stage before it fails.
+	u.stages[iJoin] = StageResult{Name: StageJoin}
 	if err := u.run(iCDI, u.applyCDI); err != nil {
 		return err
 	}
 	if err := u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) }); err != nil {
 		return err
 	}
-	u.stages[iJoin] = StageResult{Name: StageJoin} // planned; now for real, with the self-test's labels
 	return u.run(iJoin, u.join)
 }
 

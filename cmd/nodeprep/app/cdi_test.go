@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,6 +211,72 @@ func TestUpText(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "no-icd-on-host"); n != 1 {
 		t.Errorf("the reason is printed %d times, want once:\n%s", n, stdout)
+	}
+}
+
+// TestUpTextLaterStageStops: when the join stage's input is invalid, up
+// plans it before it acts, so the stages before it are skipped too and
+// say which stage stopped them; the failed stage's line carries a summary.
+func TestUpTextLaterStageStops(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	if err := os.MkdirAll(filepath.Join(root, "etc/rancher/k3s"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/rancher/k3s/config.yaml"), []byte("node-label: [a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code := runCLI(t, "--root", root, "up", "--simulate", "dgx-h200", "--allow-cpu-adapter")
+	if code != ExitMalformed {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	for _, want := range []string{"\n- cdi       skipped (join failed)\n", "\n- selftest  skipped (join failed)\n", "ms  invalid input: nothing written\n", "\nnot ready: join failed ("} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestUpBlockedJoinIsSkipped: a self-test that fails under policy block
+// stops the run before the join stage, which reads skipped (no drop-in),
+// not ok from its plan; under policy taint the node joins tainted and the
+// metrics say the self-test did not pass.
+func TestUpBlockedJoinIsSkipped(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	stdout, _, code := runCLI(t, "--root", root, "-o", "json", "up", "--simulate", "dgx-h200")
+	if code != ExitCheckFailed {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	var rep struct {
+		Stages []struct{ Name, Status string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range rep.Stages {
+		got[s.Name] = s.Status
+	}
+	if got["selftest"] != "failed" || got["join"] != "skipped" {
+		t.Errorf("stages %v, want selftest failed and join skipped", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml")); err == nil {
+		t.Error("a blocked node got a drop-in")
+	}
+
+	root = hostCopy(t, "nixos-h200")
+	if _, _, code := runCLI(t, "--root", root, "up", "--simulate", "dgx-h200", "--on-selftest-failure", "taint", "--metrics-file", "/run/nodeprep/m.prom"); code != ExitOK {
+		t.Fatalf("policy taint: exit %d", code)
+	}
+	prom, err := os.ReadFile(filepath.Join(root, "run/nodeprep/m.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"nodeprep_stage_ok{stage=\"selftest\"} 0\n", "nodeprep_tainted 1\n", "nodeprep_ready 1\n"} {
+		if !strings.Contains(string(prom), want) {
+			t.Errorf("metrics lack %q:\n%s", want, prom)
+		}
 	}
 }
 

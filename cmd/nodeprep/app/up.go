@@ -129,18 +129,27 @@ func writeUpText(w io.Writer, r *nodeprep.Report) error {
 	if r.Simulated {
 		fmt.Fprintf(&b, "simulated GPUs (%s): no real driver was used\n", r.Inventory.Server)
 	}
+	// The stage that stopped the run: a later stage's invalid input can
+	// stop the stages before it too (up plans every stage before it acts).
 	failed := ""
 	for _, s := range r.Stages {
+		if s.Status == nodeprep.StatusFailed {
+			failed = s.Name
+			break
+		}
+	}
+	for _, s := range r.Stages {
 		mark := map[string]string{nodeprep.StatusOK: "✓", nodeprep.StatusWarning: "!", nodeprep.StatusFailed: "✗", nodeprep.StatusSkipped: "-"}[s.Status]
-		switch {
-		case s.Status == nodeprep.StatusSkipped:
+		if s.Status == nodeprep.StatusSkipped {
 			fmt.Fprintf(&b, "%s %-9s skipped (%s failed)\n", mark, s.Name, failed)
 			continue
-		case s.Status == nodeprep.StatusFailed && failed == "":
-			failed = s.Name
 		}
-		fmt.Fprintf(&b, "%s %-9s %8.1f ms  %s\n", mark, s.Name, s.DurationMS, s.Summary)
-		for _, reason := range s.Reasons {
+		summary, reasons := s.Summary, s.Reasons
+		if summary == "" && len(reasons) > 0 { // the reason is the summary
+			summary, reasons = reasons[0], reasons[1:]
+		}
+		fmt.Fprintf(&b, "%s %-9s %8.1f ms  %s\n", mark, s.Name, s.DurationMS, summary)
+		for _, reason := range reasons {
 			fmt.Fprintf(&b, "    %s\n", reason)
 		}
 	}
