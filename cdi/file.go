@@ -153,6 +153,9 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
 	findings = append(findings, CheckMIGCaps(spec, host, opts.Expect)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
+	if changes == nil {
+		changes = []Change{} // [] in JSON, not null
+	}
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
 	plan := &PatchPlan{Result: res}
 	if len(changes) == 0 {

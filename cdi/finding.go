@@ -1,6 +1,7 @@
 package cdi
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 )
@@ -72,6 +73,15 @@ func warnf(code, format string, args ...any) Finding {
 
 // Findings is a list of findings.
 type Findings []Finding
+
+// MarshalJSON encodes no findings as [] rather than null, as the YAML
+// encoder does, so that `jq '.findings[]'` works on a clean spec.
+func (fs Findings) MarshalJSON() ([]byte, error) {
+	if fs == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal([]Finding(fs))
+}
 
 // Errors counts the findings of severity error.
 func (fs Findings) Errors() int {

@@ -96,7 +96,7 @@ type Result struct {
 	Registered           bool   `json:"registered" yaml:"registered"`
 	RegistrationEvidence string `json:"registrationEvidence,omitempty" yaml:"registrationEvidence,omitempty"` // the agent state file that shows the node registered, or empty
 	// Warnings are findings that do not stop the write.
-	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+	Warnings []string `json:"warnings" yaml:"warnings"`
 	// Changed is true when the drop-in on disk differs from Content (or is
 	// missing); Apply writes only then.
 	Changed bool `json:"changed" yaml:"changed"`
@@ -174,6 +174,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		return nil, err
 	}
 	r := &Result{
+		Warnings:     []string{},
 		ConfigPath:   loc.ConfigPath,
 		ConfigSource: loc.Source,
 		DropInPath:   opts.DropInPath(),

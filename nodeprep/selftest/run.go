@@ -158,6 +158,13 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 		r.EGL.Library = o.eglLib
 	}
 	r.DurationMS = ms(time.Since(start))
+	// Lists are [] when empty, never absent or null: scripts iterate them.
+	if r.Reasons == nil {
+		r.Reasons = []Reason{}
+	}
+	if r.Warnings == nil {
+		r.Warnings = []string{}
+	}
 	return r, nil
 }
 

@@ -261,10 +261,10 @@ type Report struct {
 	// Passed is the verdict: true when Reasons is empty.
 	Passed bool `json:"passed" yaml:"passed"`
 	// Reasons are the failures, one per failure, each with a kind.
-	Reasons []Reason `json:"reasons,omitempty" yaml:"reasons,omitempty"`
+	Reasons []Reason `json:"reasons" yaml:"reasons"`
 	// Warnings are findings that do not fail the self-test (extra NVIDIA
 	// adapters, EGL failures when EGL is not required, hidden adapters).
-	Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+	Warnings []string `json:"warnings" yaml:"warnings"`
 	// Simulated is true when the inventory was simulated (--simulate).
 	Simulated bool `json:"simulated" yaml:"simulated"`
 	// StandIn is true when a CPU adapter or a Mesa EGL device stood in for

@@ -288,3 +288,26 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONListsNeverNull: lists in -o json are [] when empty, as in -o
+// yaml, so `jq '.findings[]'` works on a clean spec.
+func TestJSONListsNeverNull(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != ExitOK {
+		t.Fatalf("patch: exit %d", code)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cdi", "check", "--simulate", "dgx-h200", "--spec-dir", "/var/run/cdi"}, `"findings": [`},
+		{[]string{"cdi", "patch", "--dry-run"}, `"changes": [`},
+		{[]string{"join", "--simulate", "dgx-h200", "--dry-run"}, `"warnings": [`},
+	} {
+		stdout, stderr, code := runCLI(t, append([]string{"--root", root, "-o", "json"}, tt.args...)...)
+		if code != ExitOK || strings.Contains(stdout, ": null") || !strings.Contains(stdout, tt.want) {
+			t.Errorf("%v: exit %d, want %s and no null\n%s%s", tt.args, code, tt.want, stdout, stderr)
+		}
+	}
+}
