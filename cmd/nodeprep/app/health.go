@@ -54,7 +54,7 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	unlock, err := g.host.Lock(cmd.Context(), 0)
 	if errors.Is(err, fault.ErrLocked) {
-		g.log.Info("skipped: another nodeprep holds the lock (up or a self-test is running)")
+		g.log.Debug("skipped: another nodeprep holds the lock (up or a self-test is running)")
 		return g.print(map[string]any{"skipped": true, "reason": err.Error()}, func(w io.Writer) error {
 			_, err := fmt.Fprintln(w, "skipped: another nodeprep holds the lock")
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
@@ -204,6 +205,13 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 		g.log.Warn(w)
 	}
 	for _, f := range nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot) {
+		if f.Code == containerd.CodeNotWritten {
+			// Before k3s's first start there is nothing to check yet: a
+			// note (-v), not a warning on every first boot and every host
+			// without k3s.
+			g.log.Debug(f.Message)
+			continue
+		}
 		g.log.Warn(f.Message)
 	}
 	if !o.dryRun {
@@ -229,7 +237,7 @@ func printJoin(w io.Writer, r *k3s.Result) error {
 	fmt.Fprintf(w, "%s %s (%s, %s)\n", verb, r.DropInPath, count(len(r.Labels), "label"), count(len(r.Taints), "taint"))
 	fmt.Fprintf(w, "k3s config: %s (%s); data dir: %s (%s)\n", r.ConfigPath, r.ConfigSource, r.DataDir, r.DataDirSource)
 	if r.Registered {
-		fmt.Fprintf(w, "registered: yes (%s): new taints will not reach the Node object\n", r.RegistrationEvidence)
+		fmt.Fprintf(w, "registered: yes (%s)\n", r.RegistrationEvidence) // the warning on stderr says what follows
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, list := range []struct {

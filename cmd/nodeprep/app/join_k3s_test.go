@@ -117,7 +117,7 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
 		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
-		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
+		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false", "-v"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false", "--k3s-arg=--container-runtime-endpoint=/run/containerd/containerd.sock"}, want: 0, contains: "is not checked"},
 	}
 	for _, tt := range tests {
