@@ -324,6 +324,19 @@ func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, 
 	return p.Result, nil
 }
 
+// explained reports whether findings already name what the CDI library
+// refuses a spec for: a cdiVersion lower than its fields need, or a device
+// with no container edits (the library's two complaints nodeprep's own
+// lint names more precisely). One fault is then one finding.
+func explained(findings Findings) bool {
+	for _, f := range findings {
+		if f.Code == CodeVersionTooLow || f.Code == CodeDeviceNoEdits {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckFile lints the spec file (see Check) against opts.Expect and also
 // runs the CDI library's own validation, reporting its complaint as an
 // invalid-spec finding. It writes nothing. Errors are those of Load and
@@ -342,7 +355,7 @@ func CheckFile(host *hostfs.Root, opts FileOptions) (*CheckResult, error) {
 	if err == nil {
 		err = ValidateFile(p)
 	}
-	if err != nil {
+	if err != nil && !explained(findings) {
 		findings = append(findings, errorf(CodeInvalidSpec, "the CDI library refuses %s: %v", opts.Spec, err))
 	}
 	return &CheckResult{Spec: opts.Spec, Findings: findings.sorted(), Graphics: g}, nil

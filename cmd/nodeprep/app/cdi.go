@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -161,6 +163,18 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", res.Spec, verb)
+	if res.Findings.Errors() > 0 && !res.Written {
+		// Blocked: the problems are the answer; what a patch would add
+		// after they are fixed is for the next run (or --diff) to say.
+		if diff {
+			b.WriteString(res.Diff)
+		}
+		if err := writeFindings(&b, res.Findings); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	if diff {
 		b.WriteString(res.Diff)
 	} else {
@@ -257,7 +271,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	res.Findings = append(res.Findings, extra...)
+	res.Findings = oneFindingPerFault(append(res.Findings, extra...))
 	errs := res.Findings.Errors()
 	err = g.print(res, func(w io.Writer) error {
 		if err := writeFindings(w, res.Findings); err != nil {
@@ -287,4 +301,15 @@ func silentIfPrinted(g *globals, err error) error {
 		return silent(err)
 	}
 	return err
+}
+
+// oneFindingPerFault drops the CDI view's spec-not-read when the containerd
+// check names the same fault from the runtime's side (containerd-spec-dir:
+// cdi_spec_dirs leaves out the spec's directory), which also says what to
+// change.
+func oneFindingPerFault(fs cdi.Findings) cdi.Findings {
+	if !slices.ContainsFunc(fs, func(f cdi.Finding) bool { return f.Code == containerd.CodeSpecDirMissing }) {
+		return fs
+	}
+	return slices.DeleteFunc(fs, func(f cdi.Finding) bool { return f.Code == cdi.CodeSpecNotRead })
 }

@@ -112,8 +112,7 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "k3s-containerd-cdi-off", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-cdi-disabled"},
 		{over: "k3s-containerd-v2-default", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "defaults it to false"},
 		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-spec-dir"},
-		// The CDI view reads the directories containerd reads: the spec is in none of them.
-		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "is in none of the CDI spec directories /etc/cdi"},
+		// The CDI view reads the directories containerd reads (see TestSpecDirsFromContainerd).
 		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
 		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
@@ -157,5 +156,38 @@ func TestJoinMIGStrategy(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(root, joinDropIn))
 	if err != nil || !strings.Contains(string(data), "nvidia.com/mig.strategy=single") || !strings.Contains(string(data), "nvidia.com/gpu.product=NVIDIA-H200") {
 		t.Errorf("drop-in %s, %v", data, err)
+	}
+}
+
+// TestSpecDirsFromContainerd: the CDI view is loaded from the directories
+// k3s's containerd reads (cdi_spec_dirs), so a spec outside them is named
+// once, by the containerd check, and a copy in a directory only containerd
+// lists is seen: the later directory shadows it, as in containerd.
+func TestSpecDirsFromContainerd(t *testing.T) {
+	t.Parallel()
+	root := hostLayered(t, "fhs-ubuntu", "k3s-containerd-spec-dir")
+	out, _, code := runCLI(t, "--root", root, "cdi", "check")
+	if code != ExitCheckFailed || strings.Count(out, "containerd-spec-dir") != 1 || strings.Contains(out, "spec-not-read") {
+		t.Errorf("exit %d, want 1 with one containerd-spec-dir finding and no spec-not-read:\n%s", code, out)
+	}
+	// With the spec's directory listed, a copy in an earlier listed
+	// directory is seen, and shadowed, as containerd would see it.
+	conf := filepath.Join(root, "var/lib/rancher/k3s/agent/etc/containerd/config.toml")
+	if err := os.WriteFile(conf, []byte("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n  cdi_spec_dirs = [\"/srv/cdi\", \"/var/run/cdi\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "srv/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := os.ReadFile(filepath.Join(root, "var/run/cdi/nvidia-container-toolkit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "srv/cdi/copy.json"), spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = runCLI(t, "--root", root, "cdi", "check")
+	if code != ExitOK || !strings.Contains(out, "nvidia.com/gpu=0 in /srv/cdi/copy.json is shadowed by a spec in a later CDI directory") {
+		t.Errorf("exit %d, want the copy in /srv/cdi named as shadowed:\n%s", code, out)
 	}
 }
