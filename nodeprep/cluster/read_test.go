@@ -138,6 +138,7 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Pod, metadata: {name: p}}]\n"))
 	f.Add([]byte("---\n---\n"))
+	f.Add([]byte(`[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, {"nodeSelector": {}}, [1]]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, _, err := Read("fuzz.yaml", strings.NewReader(string(data)))
 		if err != nil {
