@@ -56,7 +56,7 @@ type Row struct {
 
 // Report is the result of Check: a table of objects × pools.
 type Report struct {
-	OK      bool      `json:"ok"`      // no cell failed
+	OK      bool      `json:"ok"`      // no cell failed, and at least one object was judged (Rows is not empty)
 	Columns []string  `json:"columns"` // ColumnOnPrem, then "nodepool/<name>" per NodePool, then ColumnMetrics when a trigger was judged
 	Rows    []Row     `json:"rows"`
 	Skipped []Skipped `json:"skipped,omitempty"` // documents not judged
@@ -93,6 +93,10 @@ var targetLabels = []string{"instance", "job"}
 //   - a KEDA trigger naming nodeprep_ metrics must name exported ones with
 //     their labels, and a ScaledJob must watch nodeprep_ready;
 //   - a GPU NodePool must limit nvidia.com/gpu.
+//
+// A report with no rows is not OK: nothing was judged (an empty input, a
+// wrong path, or only objects unrelated to the pool), and a CI step that
+// checks nothing must not pass.
 func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
 	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node()}
 	r := &Report{OK: true, Columns: []string{ColumnOnPrem}, Skipped: skipped}
@@ -123,6 +127,9 @@ func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
 	}
 	if trig {
 		r.Columns = append(r.Columns, ColumnMetrics)
+	}
+	if len(r.Rows) == 0 {
+		r.OK = false
 	}
 	// Every row gets a cell for every column, in the report's order.
 	for i := range r.Rows {

@@ -389,3 +389,64 @@ spec:
 		}
 	}
 }
+
+// TestJSONListReadsBack: render's documents as one JSON list read back as
+// the same objects as the YAML stream, and pass check.
+func TestJSONListReadsBack(t *testing.T) {
+	t.Parallel()
+	pool := seedPool(t)
+	docs := renderSeed(t, pool)
+	js, err := JSONList(docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(js, &items); err != nil || len(items) != len(docs) {
+		t.Fatalf("not a JSON list of %d documents (%d, %v):\n%s", len(docs), len(items), err, js)
+	}
+	fromJSON, skipped, err := Read("render.json", bytes.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromYAML, _, err := Read("render.yaml", bytes.NewReader(Join(docs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(objs []Object) (out []string) {
+		for _, o := range objs {
+			if o.Kind == KindHelmValues {
+				o.Name = "" // named by its file
+			}
+			out = append(out, o.Kind+" "+o.Name)
+		}
+		return out
+	}
+	if got, want := ids(fromJSON), ids(fromYAML); !slices.Equal(got, want) {
+		t.Errorf("from JSON %q, from YAML %q", got, want)
+	}
+	if fromJSON[1].Source != "render.json#1/1" {
+		t.Errorf("source %q, want render.json#1/1", fromJSON[1].Source)
+	}
+	if r := Check(fromJSON, skipped, CheckOptions{Pool: pool, Metrics: metrics}); !r.OK {
+		t.Errorf("check fails on the JSON list: %+v", r.Rows)
+	}
+}
+
+// TestCheckNothingJudged: a check that judges no object is not OK, whether
+// the input is empty or holds only objects unrelated to the pool.
+func TestCheckNothingJudged(t *testing.T) {
+	t.Parallel()
+	for name, manifest := range map[string]string{
+		"empty":         "",
+		"comments only": "# nothing\n---\n",
+		"unrelated":     "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: c, image: nginx}]}}}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
+	} {
+		r := checkString(t, seedPool(t), manifest)
+		if r.OK || len(r.Rows) != 0 {
+			t.Errorf("%s: ok %v with %d rows; want not ok, no rows", name, r.OK, len(r.Rows))
+		}
+	}
+	if r := checkString(t, seedPool(t), "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: c, image: nginx}]}}}\n"); r.Ignored != 1 {
+		t.Errorf("ignored %d, want 1", r.Ignored)
+	}
+}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -21,6 +22,12 @@ const (
 	labelHostname = "kubernetes.io/hostname"
 	labelNodePool = "karpenter.sh/nodepool"
 )
+
+// ErrNoPoolLabel is the error Render returns, and a caller of Check should
+// return, for a Pool with no Label: without the label that selects the
+// pool's nodes there is nothing to render and nothing to judge workloads
+// against. Callers mark it fault.ErrUsage.
+var ErrNoPoolLabel = errors.New("no pool label: set cluster.poolLabel (or --pool-label) to a label the nodes register with, e.g. add nodeprep.dev/pool=gpu to join.labels")
 
 // Pool is the on-prem GPU pool as nodeprep's config makes it register: the
 // same labels and taints `nodeprep join` writes, and the CDI settings the

@@ -77,11 +77,34 @@ type typeMeta struct {
 // Deployment, StatefulSet, DaemonSet, Job, CronJob and Pod (their k8s.io/api
 // types), KEDA ScaledJob and ScaledObject (keda.sh/v1alpha1), Karpenter
 // NodePool (karpenter.sh/v1) and a v1 List of them decode strictly: an
-// unknown or duplicate field is an error. A document with neither apiVersion
-// nor kind must be the device plugin chart's values (DevicePluginValues).
-// Other kinds are returned as Skipped. Errors name the document and are
-// marked fault.ErrMalformed.
+// unknown or duplicate field is an error. A document that is a sequence
+// (`cluster render -o json` prints one) is read item by item. A document
+// with neither apiVersion nor kind must be the device plugin chart's values
+// (DevicePluginValues). Other kinds are returned as Skipped. Errors name the
+// document, are one line, and are marked fault.ErrMalformed.
 func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
+	return Reader{}.Read(name, r)
+}
+
+// Reader reads manifests as Read and ReadFS do, with the caller's
+// recognisers for documents that are not manifests.
+type Reader struct {
+	// IsConfig reports whether a document with neither apiVersion nor kind,
+	// and not the device plugin chart's values, is nodeprep's own config
+	// (given as JSON). Such a document is returned as Skipped with
+	// KindNodeprepConfig instead of failing: a directory of manifests often
+	// holds the config.yaml the nodes join with. The package does not
+	// decode the config itself (it sits below package nodeprep, which
+	// does). Nil recognises none.
+	IsConfig func(doc []byte) bool
+}
+
+// KindNodeprepConfig is Skipped.Kind for a document Reader.IsConfig
+// recognised as nodeprep's config.
+const KindNodeprepConfig = "NodeprepConfig"
+
+// Read is the package's Read with r's recognisers.
+func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 	yr := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
 	var (
 		objs []Object
@@ -93,7 +116,7 @@ func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 			return objs, skip, nil
 		}
 		if err != nil {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q: %w", name, err))
+			return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %q: %w", name, err)))
 		}
 		if len(doc) > maxDocument {
 			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q document %d: larger than %d MiB", name, n, maxDocument>>20))
@@ -101,18 +124,58 @@ func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 		src := fmt.Sprintf("%s#%d", name, n)
 		js, err := yaml.YAMLToJSONStrict(doc)
 		if err != nil {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
+			return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %s: %w", src, err)))
 		}
 		if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			continue // an empty document: comments only, or a leading ---
 		}
-		if err := decodeDoc(src, js, &objs, &skip); err != nil {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
+		if err := rd.decodeDoc(src, js, &objs, &skip); err != nil {
+			return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %s: %w", src, err)))
 		}
 	}
 }
 
-func decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skipped) error {
+// lineError is an error whose message is one line: the decoders' messages
+// may span several (errors.Join, yaml's "unmarshal errors:\n  line 3: ..."),
+// and a report prints one finding per line.
+type lineError struct{ err error }
+
+func (e lineError) Error() string {
+	var b strings.Builder
+	for _, l := range strings.Split(e.err.Error(), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ") // "unmarshal errors:" introduces the next line
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+func (e lineError) Unwrap() error { return e.err }
+
+// oneLine returns err with its message on one line: lines joined with "; ".
+func oneLine(err error) error { return lineError{err} }
+
+func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skipped) error {
+	if len(js) > 0 && js[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(js, &items); err != nil {
+			return err
+		}
+		for i, it := range items {
+			if err := rd.decodeDoc(fmt.Sprintf("%s/%d", src, i), it, objs, skip); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+		return nil
+	}
 	if len(js) == 0 || js[0] != '{' {
 		return errors.New("not a mapping")
 	}
@@ -130,7 +193,11 @@ func decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skipped) error {
 	if tm.APIVersion == "" && tm.Kind == "" {
 		var v DevicePluginValues
 		if err := strict(&v); err != nil {
-			return fmt.Errorf("no apiVersion or kind, and not the nvidia-device-plugin chart's values: %w", err)
+			if rd.IsConfig != nil && rd.IsConfig(js) {
+				*skip = append(*skip, Skipped{Source: src, Kind: KindNodeprepConfig})
+				return nil
+			}
+			return fmt.Errorf("no apiVersion or kind, and not the nvidia-device-plugin chart's values nor nodeprep's config: %w", err)
 		}
 		*objs = append(*objs, Object{Source: src, Kind: KindHelmValues, Name: path.Base(strings.SplitN(src, "#", 2)[0]), Values: &v})
 		return nil
@@ -149,7 +216,7 @@ func decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skipped) error {
 			return err
 		}
 		for i, it := range l.Items {
-			if err := decodeDoc(fmt.Sprintf("%s/items/%d", src, i), it, objs, skip); err != nil {
+			if err := rd.decodeDoc(fmt.Sprintf("%s/items/%d", src, i), it, objs, skip); err != nil {
 				return fmt.Errorf("items[%d]: %w", i, err)
 			}
 		}
@@ -227,6 +294,11 @@ type metaRef struct{ name, namespace string }
 // read with Read. Sources are named by their path. Errors are Read's, or
 // reading fsys (marked fault.ErrUnavailable).
 func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
+	return Reader{}.ReadFS(fsys, name)
+}
+
+// ReadFS is the package's ReadFS with rd's recognisers.
+func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	st, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", name, err))
@@ -260,7 +332,7 @@ func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 		if err != nil {
 			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", f, err))
 		}
-		o, s, err := Read(f, fh)
+		o, s, err := rd.Read(f, fh)
 		fh.Close()
 		if err != nil {
 			return nil, nil, err

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -137,6 +138,7 @@ func FuzzRead(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: v1, kind: Pod, metadata: {name: p}}]\n"))
 	f.Add([]byte("---\n---\n"))
+	f.Add([]byte(`[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, {"nodeSelector": {}}, [1]]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		objs, _, err := Read("fuzz.yaml", strings.NewReader(string(data)))
 		if err != nil {
@@ -150,4 +152,69 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("no columns")
 		}
 	})
+}
+
+// TestReadErrorsOneLine: a decoder error of several lines (strict decoding's
+// joined unknown fields, yaml's "unmarshal errors:" list) is one line, every
+// part kept, still marked malformed.
+func TestReadErrorsOneLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"two unknown fields", "join: {labels: [a=b]}\ncluster: {poolLabel: a=b}\n", []string{`unknown field "cluster"; unknown field "join"`}},
+		{"duplicate keys", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nmetadata: {name: y}\nspec: {}\nspec: {}\n", []string{"unmarshal errors: line 4", "; line 6"}},
+		{"two unknown fields in a Deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replica: 1, templat: {}}\n", []string{`unknown field "spec.replica"; unknown field "spec.templat"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := Read("m.yaml", strings.NewReader(tt.doc))
+			if err == nil || !errors.Is(err, fault.ErrMalformed) {
+				t.Fatalf("err = %v; want a malformed-input error", err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans lines: %q", msg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderIsConfig: a document Reader.IsConfig recognises is skipped as
+// nodeprep's config; without the recogniser it is malformed, and the
+// recogniser is not asked about the chart's values or a known kind.
+func TestReaderIsConfig(t *testing.T) {
+	t.Parallel()
+	in := "join: {labels: [payload=task_runner]}\ncluster: {poolLabel: payload=task_runner}\n---\nnodeSelector: {a: b}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i}]}\n"
+	var asked []string
+	rd := Reader{IsConfig: func(doc []byte) bool {
+		asked = append(asked, string(doc))
+		var m map[string]any
+		_ = json.Unmarshal(doc, &m)
+		_, ok := m["join"]
+		return ok
+	}}
+	objs, skipped, err := rd.Read("dir/config.yaml", strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].Kind != KindHelmValues || objs[1].Kind != "Pod" {
+		t.Errorf("objects %+v, want the values and the Pod", objs)
+	}
+	if len(skipped) != 1 || skipped[0].Kind != KindNodeprepConfig || skipped[0].Source != "dir/config.yaml#1" {
+		t.Errorf("skipped %+v, want the config as %s", skipped, KindNodeprepConfig)
+	}
+	if len(asked) != 1 {
+		t.Errorf("IsConfig asked about %d documents, want only the config: %q", len(asked), asked)
+	}
+	if _, _, err := Read("dir/config.yaml", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), "nodeprep's config") {
+		t.Errorf("without IsConfig: err = %v, want the config refused", err)
+	}
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -124,7 +123,7 @@ func Render(opts RenderOptions) ([]Document, error) {
 	opts.defaults()
 	p := opts.Pool
 	if p.Label.Key == "" {
-		return nil, fault.Usage(errors.New("rendering the cluster manifests: no pool label: set cluster.poolLabel (or --pool-label) to a label the nodes register with, e.g. add nodeprep.dev/pool=gpu to join.labels"))
+		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: %w", ErrNoPoolLabel))
 	}
 	if opts.MaxGPUs < opts.GPUsPerJob {
 		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: --max-gpus %d is less than --gpus-per-job %d", opts.MaxGPUs, opts.GPUsPerJob))
@@ -411,6 +410,26 @@ func Join(docs []Document) []byte {
 		b.Write(d.Data)
 	}
 	return b.Bytes()
+}
+
+// JSONList returns docs as one indented JSON array, a document per item in
+// their order (the comments are YAML's and do not carry over; placeholder
+// values still start with Placeholder). Read reads the array back. The
+// error is converting a document, which Render's own output never fails.
+func JSONList(docs []Document) ([]byte, error) {
+	items := make([]json.RawMessage, 0, len(docs))
+	for _, d := range docs {
+		js, err := yaml.YAMLToJSON(d.Data)
+		if err != nil {
+			return nil, fmt.Errorf("converting %s to JSON: %w", d.File, err)
+		}
+		items = append(items, js)
+	}
+	out, err := json.MarshalIndent(items, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
 }
 
 // shortDuration writes d as Go does without zero units: 5m, 1h30m, 45s.

@@ -33,8 +33,9 @@ func (f *poolFlags) add(fs *pflag.FlagSet) {
 }
 
 // pool builds the on-prem pool from the config `join` uses: its labels and
-// taints, the pool label, and the CDI settings.
-func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet) (cluster.Pool, error) {
+// taints, the pool label, and the CDI settings. Without a pool label the
+// error is cluster.ErrNoPoolLabel after what (a usage error).
+func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet, what string) (cluster.Pool, error) {
 	cfg := g.cfg
 	labels, err := k3s.ParseLabels(cfg.Join.Labels)
 	if err != nil {
@@ -68,6 +69,8 @@ func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet) (cluster.Pool, error) {
 		}
 	case len(labels) > 0:
 		p.Label = labels[0]
+	default:
+		return cluster.Pool{}, fault.Usage(fmt.Errorf("%s: %w", what, cluster.ErrNoPoolLabel))
 	}
 	return p, nil
 }
@@ -107,7 +110,11 @@ each under --out DIR: the NVIDIA device plugin chart's values, an example GPU
 Job with the workload snippet, a KEDA ScaledJob for the cloud tier that starts
 Jobs while no pool node reports nodeprep_ready 1, and a Karpenter NodePool for
 the fallback. Values only you know (node class, instance types, Prometheus
-address, image) are REPLACE_ME placeholders, each marked with a comment.`,
+address, image) are REPLACE_ME placeholders, each marked with a comment.
+
+-o json prints the documents as one JSON list instead (without the comments;
+check reads it back); -o yaml is the YAML stream, as text. --out writes YAML
+files and takes no -o json.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -118,7 +125,7 @@ address, image) are REPLACE_ME placeholders, each marked with a comment.`,
 	f.StringVar(&o.namespace, "namespace", "default", "namespace of the Job and the ScaledJob")
 	f.StringVar(&o.image, "image", "", "the workload's container image (default a placeholder)")
 	f.IntVar(&o.gpusPerJob, "gpus-per-job", 1, "nvidia.com/gpu each pod requests")
-	f.IntVar(&o.maxGPUs, "max-gpus", 4, "the fallback's cap: NodePool limit on nvidia.com/gpu, ScaledJob maxReplicaCount = max-gpus / gpus-per-job (default cluster.maxGPUs, else 4)")
+	f.IntVar(&o.maxGPUs, "max-gpus", 0, "the fallback's cap: NodePool limit on nvidia.com/gpu, ScaledJob maxReplicaCount = max-gpus / gpus-per-job (default cluster.maxGPUs, else 4)")
 	f.StringSliceVar(&o.fallbackInstanceTypes, "fallback-instance-types", nil, "the fallback NodePool's instance types (default cluster.fallbackInstanceTypes, else a placeholder)")
 	f.StringSliceVar(&o.capacityTypes, "capacity-types", []string{"on-demand"}, "karpenter.sh/capacity-type values: on-demand, spot")
 	f.StringVar(&o.nodeClass, "node-class", "", "the NodePool's nodeClassRef as group/kind/name, e.g. karpenter.k8s.aws/EC2NodeClass/default (default cluster.nodeClass, else a placeholder)")
@@ -130,7 +137,10 @@ address, image) are REPLACE_ME placeholders, each marked with a comment.`,
 
 func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
-	pool, err := o.pool(g, fs)
+	if g.output == "json" && o.out != "" {
+		return fault.Usage(errors.New("--out writes YAML files and -o json prints one JSON list to stdout: use one or the other"))
+	}
+	pool, err := o.pool(g, fs, "rendering the cluster manifests")
 	if err != nil {
 		return err
 	}
@@ -143,9 +153,13 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		nc = cluster.NodeClassRef{Group: parts[0], Kind: parts[1], Name: parts[2]}
 	}
+	// --max-gpus has no flag default, so that help says its default once.
 	maxGPUs := o.maxGPUs
-	if !fs.Changed("max-gpus") && cc.MaxGPUs > 0 {
-		maxGPUs = cc.MaxGPUs
+	if !fs.Changed("max-gpus") {
+		maxGPUs = 4
+		if cc.MaxGPUs > 0 {
+			maxGPUs = cc.MaxGPUs
+		}
 	}
 	if maxGPUs < 1 || o.gpusPerJob < 1 {
 		return fault.Usage(errors.New("--max-gpus and --gpus-per-job: want 1 or more"))
@@ -169,7 +183,13 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	if o.out == "" {
-		if _, err := g.streams.Out.Write(cluster.Join(docs)); err != nil {
+		data := cluster.Join(docs) // text and -o yaml: the stream is YAML
+		if g.output == "json" {
+			if data, err = cluster.JSONList(docs); err != nil {
+				return err
+			}
+		}
+		if _, err := g.streams.Out.Write(data); err != nil {
 			return fault.CantWrite(fmt.Errorf("printing the manifests: %w", err))
 		}
 		return nil
@@ -206,16 +226,42 @@ and taints) and against a node of each Karpenter NodePool in the input:
 GPU workloads must schedule on the pool and the fallback, the device plugin
 must land on every GPU node and use the CDI spec's device names, a workload
 that tolerates the GPU taint must ask for a GPU, and KEDA triggers must query
-metrics nodeprep exports. It prints a table, object × pool, and exits 1 on any ✗.`,
-		Args: func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
-		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0]) },
+metrics nodeprep exports. nodeprep's own config (a config.yaml next to the
+manifests) is recognised and skipped; a JSON list of documents (render -o json)
+is read item by item. It prints a table, object × pool, and exits 1 on any ✗
+or when it judged nothing (no manifests, or none about the pool), 2 without a
+pool label.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fault.Usage(fmt.Errorf("cluster check takes one argument, FILE|DIR|- (a manifest file, a directory of *.yaml, *.yml and *.json files, or - for stdin); got %d", len(args)))
+			}
+			return nil
+		},
+		ValidArgsFunction: manifestCompletion,
+		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0]) },
 	}
 	o.poolFlags.add(cmd.Flags())
 	return cmd
 }
 
+// manifestCompletion completes check's one argument: manifest files
+// (*.yaml, *.yml, *.json) and directories, as the shell lists them.
+func manifestCompletion(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return []cobra.Completion{"yaml", "yml", "json"}, cobra.ShellCompDirectiveFilterFileExt
+}
+
+// isConfig reports whether doc (JSON) is a nodeprep config file: one that
+// ParseConfig reads without an error.
+func isConfig(doc []byte) bool {
+	_, err := nodeprep.ParseConfig("", doc, nodeprep.DefaultConfig(runtime.GOARCH))
+	return err == nil
+}
+
 func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) error {
-	pool, err := o.pool(g, cmd.Flags())
+	pool, err := o.pool(g, cmd.Flags(), "checking the manifests")
 	if err != nil {
 		return err
 	}
@@ -223,14 +269,15 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 		objs []cluster.Object
 		skip []cluster.Skipped
 	)
+	rd := cluster.Reader{IsConfig: isConfig}
 	if src == "-" {
-		objs, skip, err = cluster.Read("stdin", g.streams.In)
+		objs, skip, err = rd.Read("stdin", g.streams.In)
 	} else {
 		abs, aerr := filepath.Abs(src)
 		if aerr != nil {
 			return fault.Usage(fmt.Errorf("manifests %q: %w", src, aerr))
 		}
-		objs, skip, err = cluster.ReadFS(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
+		objs, skip, err = rd.ReadFS(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 	}
 	if err != nil {
 		return err
@@ -239,15 +286,35 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 	if err := g.print(rep, func(w io.Writer) error { return writeClusterText(w, rep) }); err != nil {
 		return fault.CantWrite(fmt.Errorf("printing the report: %w", err))
 	}
+	if len(rep.Rows) == 0 {
+		if src == "-" {
+			src = "stdin"
+		}
+		return fault.CheckFailed(fmt.Errorf("cluster check: %s: nothing was checked", nothingIn(src, objs, skip)))
+	}
 	if !rep.OK {
 		return silent(fault.CheckFailed(errors.New("cluster check: a manifest does not match the nodes")))
 	}
 	return nil
 }
 
+// nothingIn says why a check judged nothing: no manifests in src at all,
+// or only objects unrelated to the pool.
+func nothingIn(src string, objs []cluster.Object, skip []cluster.Skipped) string {
+	if len(objs) == 0 && len(skip) == 0 {
+		return fmt.Sprintf("no manifests found in %s", src)
+	}
+	return fmt.Sprintf("no GPU workload, device plugin, KEDA or Karpenter object in %s (%s, %s)",
+		src, count(len(objs), "object"), count(len(skip), "skipped document"))
+}
+
 // writeClusterText prints the table, object × column, with ✓, ✗ [n] or –,
 // then each ✗'s reason and fix by its number.
 func writeClusterText(w io.Writer, r *cluster.Report) error {
+	if len(r.Rows) == 0 {
+		_, err := fmt.Fprintln(w, "FAILED: nothing was checked")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "OBJECT\tROLE\t%s\n", strings.Join(upper(r.Columns), "\t"))
 	var notes []string
@@ -273,11 +340,30 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
 	}
 	if len(r.Skipped) > 0 || r.Ignored > 0 {
-		fmt.Fprintf(w, "\nnot judged: %d workloads with no GPU request, pool selector or GPU toleration; %d documents of other kinds\n", r.Ignored, len(r.Skipped))
+		configs := 0
+		for _, s := range r.Skipped {
+			if s.Kind == cluster.KindNodeprepConfig {
+				configs++
+			}
+		}
+		var what []string
+		if r.Ignored > 0 {
+			what = append(what, count(r.Ignored, "workload")+" with no GPU request, pool selector or GPU toleration")
+		}
+		switch n := len(r.Skipped) - configs; {
+		case n == 1:
+			what = append(what, "1 document of another kind")
+		case n > 1:
+			what = append(what, fmt.Sprintf("%d documents of other kinds", n))
+		}
+		if configs > 0 {
+			what = append(what, count(configs, "nodeprep config"))
+		}
+		fmt.Fprintf(w, "\nnot judged: %s\n", strings.Join(what, "; "))
 	}
 	verdict := "ok: the manifests match the nodes"
 	if !r.OK {
-		verdict = fmt.Sprintf("FAILED: %d problem(s)", len(notes))
+		verdict = "FAILED: " + count(len(notes), "problem")
 	}
 	_, err := fmt.Fprintln(w, verdict)
 	return err

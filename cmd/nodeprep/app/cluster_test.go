@@ -2,11 +2,15 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
+	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
@@ -121,9 +125,16 @@ func TestClusterUsage(t *testing.T) {
 		{[]string{"--config", empty, "cluster", "render"}, 2, "no pool label"},
 		{[]string{"--config", empty, "cluster", "render", "--pool-label", "a=b", "--node-class", "x/y"}, 2, "group/kind/name"},
 		{[]string{"--config", empty, "cluster", "render", "--pool-label", "bad label=x"}, 2, "--pool-label"},
-		{[]string{"--config", empty, "cluster", "check"}, 2, "accepts 1 arg"},
-		{[]string{"--config", empty, "cluster", "check", "/nonexistent/m.yaml"}, 69, "reading manifests"},
-		{[]string{"--config", empty, "cluster", "check", "-"}, 0, "ok"},
+		{[]string{"--config", empty, "cluster", "check"}, 2, "takes one argument, FILE|DIR|-"},
+		{[]string{"--config", empty, "cluster", "check", "a.yaml", "b.yaml"}, 2, "takes one argument, FILE|DIR|-"},
+		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "/nonexistent/m.yaml"}, 69, "reading manifests"},
+		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "-"}, 1, "nothing was checked"},
+		// No pool label: check refuses it as render does.
+		{[]string{"--config", empty, "cluster", "check", "-"}, 2, "checking the manifests: " + cluster.ErrNoPoolLabel.Error()},
+		{[]string{"--root", t.TempDir(), "cluster", "check", "-"}, 2, cluster.ErrNoPoolLabel.Error()}, // no config file at all
+		{[]string{"--config", empty, "cluster", "render"}, 2, "rendering the cluster manifests: " + cluster.ErrNoPoolLabel.Error()},
+		// -o json and --out: one or the other.
+		{[]string{"--config", empty, "-o", "json", "cluster", "render", "--pool-label", "a=b", "--out", t.TempDir()}, 2, "use one or the other"},
 	}
 	for _, tt := range tests {
 		out, errOut, code := clusterRun(t, "", tt.args...)
@@ -132,7 +143,157 @@ func TestClusterUsage(t *testing.T) {
 		}
 	}
 	// Malformed input: exit 65 naming the document.
-	if _, errOut, code := clusterRun(t, "kind: Pod\napiVersion: v1\nspec: {containerz: []}\n", "--config", empty, "cluster", "check", "-"); code != 65 || !strings.Contains(errOut, "stdin#1") {
+	if _, errOut, code := clusterRun(t, "kind: Pod\napiVersion: v1\nspec: {containerz: []}\n", "--config", empty, "cluster", "check", "--pool-label", "a=b", "-"); code != 65 || !strings.Contains(errOut, "stdin#1") {
 		t.Errorf("malformed: exit %d: %s", code, errOut)
+	}
+}
+
+// TestClusterCheckNothing: a check that judges nothing fails (exit 1) and
+// says why, in text and in JSON: an empty directory, /dev/null, an empty
+// file, empty stdin, a directory holding only the config, and manifests
+// with nothing to do with the pool.
+func TestClusterCheckNothing(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	dir := t.TempDir()
+	emptyDir := filepath.Join(dir, "empty")
+	emptyFile := filepath.Join(dir, "empty.yaml")
+	onlyConfig := filepath.Join(dir, "only-config")
+	unrelated := filepath.Join(dir, "web.yaml")
+	os.Mkdir(emptyDir, 0o755)
+	os.WriteFile(emptyFile, nil, 0o644)
+	os.Mkdir(onlyConfig, 0o755)
+	copyFile(t, cfg, filepath.Join(onlyConfig, "config.yaml"))
+	os.WriteFile(unrelated, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: c, image: nginx}]}}}\n"), 0o644)
+	tests := []struct{ src, want string }{
+		{emptyDir, "no manifests found in " + emptyDir},
+		{os.DevNull, "no manifests found in " + os.DevNull},
+		{emptyFile, "no manifests found in " + emptyFile},
+		{"-", "no manifests found in stdin"},
+		{onlyConfig, "(0 objects, 1 skipped document)"},
+		{unrelated, "(1 object, 0 skipped documents)"},
+	}
+	for _, tt := range tests {
+		out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", tt.src)
+		if code != 1 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "nothing was checked") || strings.Contains(out, "ok:") {
+			t.Errorf("%s: exit %d, want 1 naming %q\n%s%s", tt.src, code, tt.want, out, errOut)
+		}
+		js, _, code := clusterRun(t, "", "--config", cfg, "-o", "json", "cluster", "check", tt.src)
+		var rep cluster.Report
+		if err := json.Unmarshal([]byte(js), &rep); err != nil || rep.OK || code != 1 {
+			t.Errorf("%s -o json: exit %d, ok %v (%v)\n%s", tt.src, code, rep.OK, err, js)
+		}
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterCheckDirWithConfig: a directory holding the nodes' config.yaml
+// next to the manifests is checked as the manifests alone; the config is
+// counted as not judged. A manifest with several decode errors gets one
+// line on stderr.
+func TestClusterCheckDirWithConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"config.yaml", "manifests.yaml"} {
+		copyFile(t, filepath.Join(clusterCorpus, "wrong-effect", f), filepath.Join(dir, f))
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", dir)
+	if code != 1 || !strings.Contains(out, "effect NoExecute, not NoSchedule") || !strings.Contains(out, "; 1 nodeprep config\n") ||
+		!strings.Contains(out, "FAILED: 2 problems\n") || strings.Contains(out+errOut, "unknown field") {
+		t.Errorf("exit %d, want 1 with the wrong effect and the config not judged\n%s%s", code, out, errOut)
+	}
+	// The seed's manifests and its config: all pass.
+	for _, f := range []string{"config.yaml", "manifests.yaml"} {
+		copyFile(t, filepath.Join(clusterCorpus, "seed-sku", f), filepath.Join(dir, f))
+	}
+	if out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", dir); code != 0 || !strings.Contains(out, "ok: the manifests match the nodes") {
+		t.Errorf("seed-sku with its config: exit %d\n%s%s", code, out, errOut)
+	}
+	// Neither values nor a config: exit 65, one line naming both fields.
+	bad := filepath.Join(dir, "zz-bad.yaml")
+	os.WriteFile(bad, []byte("nodeSelectr: {a: b}\ntoleration: []\n"), 0o644)
+	_, errOut, code = clusterRun(t, "", "--config", cfg, "cluster", "check", dir)
+	if code != 65 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `unknown field "nodeSelectr"; unknown field "toleration"`) {
+		t.Errorf("exit %d, want 65 with one line naming both fields:\n%s", code, errOut)
+	}
+}
+
+// TestClusterRenderOutput: -o json prints one JSON list of the documents,
+// which check reads back and passes; -o yaml is the YAML stream.
+func TestClusterRenderOutput(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	text, _, code := clusterRun(t, "", "--config", cfg, "cluster", "render")
+	if code != 0 {
+		t.Fatalf("render: exit %d", code)
+	}
+	js, errOut, code := clusterRun(t, "", "--config", cfg, "-o", "json", "cluster", "render")
+	var docs []map[string]any
+	if err := json.Unmarshal([]byte(js), &docs); code != 0 || err != nil || len(docs) != 4 {
+		t.Fatalf("-o json: exit %d, %d documents (%v)\n%s%s", code, len(docs), err, js, errOut)
+	}
+	if docs[3]["kind"] != "NodePool" || docs[1]["kind"] != "Job" {
+		t.Errorf("-o json documents out of order: %v, %v", docs[1]["kind"], docs[3]["kind"])
+	}
+	if out, errOut, code := clusterRun(t, js, "--config", cfg, "cluster", "check", "-"); code != 0 || !strings.Contains(out, "ok: the manifests match the nodes") {
+		t.Errorf("check on -o json: exit %d\n%s%s", code, out, errOut)
+	}
+	if y, _, code := clusterRun(t, "", "--config", cfg, "-o", "yaml", "cluster", "render"); code != 0 || y != text {
+		t.Errorf("-o yaml: exit %d, differs from the text stream", code)
+	}
+}
+
+// TestClusterCheckCompletion: check's argument completes as manifest files
+// and directories; a second argument gets nothing.
+func TestClusterCheckCompletion(t *testing.T) {
+	t.Parallel()
+	got, d := complete(t, "cluster", "check", "")
+	if strings.Join(got, " ") != "yaml yml json" || d != cobra.ShellCompDirectiveFilterFileExt {
+		t.Errorf("candidates %q directive %d, want yaml yml json, FilterFileExt", got, d)
+	}
+	if got, d := complete(t, "cluster", "check", "m.yaml", ""); len(got) != 0 || d != cobra.ShellCompDirectiveNoFileComp {
+		t.Errorf("second argument: candidates %q directive %d, want none, NoFileComp", got, d)
+	}
+}
+
+// TestClusterHelpDefaults: each cluster flag's help says its default once:
+// the flag library's "(default X)" or the text's own, not both.
+func TestClusterHelpDefaults(t *testing.T) {
+	t.Parallel()
+	root, _ := newRootCommand(IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+	n := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, l := range strings.Split(strings.TrimSpace(c.LocalFlags().FlagUsages()), "\n") {
+			if l == "" {
+				continue
+			}
+			n++
+			if strings.Count(l, "(default") > 1 {
+				t.Errorf("%s: a default said twice: %s", c.CommandPath(), strings.TrimSpace(l))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == "cluster" {
+			walk(c)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("visited %d flags", n)
 	}
 }
