@@ -49,7 +49,10 @@ type options struct {
 	requireEGL bool
 	allowCPU   bool
 	cacheDir   string
-	log        *slog.Logger
+	// prepareCache, when set, makes the cache directory at the first
+	// probe run and sets cacheDir.
+	prepareCache func() string
+	log          *slog.Logger
 }
 
 // Option configures Run.
@@ -115,6 +118,14 @@ func WithAllowCPUAdapter(allow bool) Option { return func(o *options) { o.allowC
 // written under $HOME. Without it the caches are off.
 func WithShaderCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
 
+// WithShaderCache is WithShaderCacheDir with the directory made only when
+// the probes start: prepare creates it and returns its path, or "" (caches
+// off). So a run that stops before the self-test (bad input, an output
+// that cannot be written) leaves no cache directory behind.
+func WithShaderCache(prepare func() string) Option {
+	return func(o *options) { o.prepareCache = prepare }
+}
+
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
@@ -148,6 +159,9 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	}
 	vkReq := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths, ICDDefaultSearch: o.env != nil && hints.ICDVar == ""}
 	eglReq := ProbeRequest{API: APIEGL, Library: o.eglLib}
+	if o.prepareCache != nil {
+		o.cacheDir = o.prepareCache()
+	}
 	vk, egl := runProbes(ctx, &o, vkReq, eglReq)
 	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
 	// A child that printed no report still had a library to open.

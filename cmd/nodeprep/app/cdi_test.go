@@ -311,3 +311,21 @@ func TestJSONListsNeverNull(t *testing.T) {
 		}
 	}
 }
+
+// TestPreflightFailureLeavesNoCacheDir: an output that cannot be written
+// stops up before the self-test, so the shader cache directory (made only
+// when the probes start) is not created.
+func TestPreflightFailureLeavesNoCacheDir(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	if err := os.WriteFile(filepath.Join(root, "blk"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, code := runCLI(t, "--root", root, "up", "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", "/blk/m.prom")
+	if code != ExitCantWrite {
+		t.Fatalf("exit %d, want %d", code, ExitCantWrite)
+	}
+	if _, err := os.Stat(filepath.Join(root, "run/nodeprep/shader-cache")); err == nil {
+		t.Error("a run stopped by its preflight made the shader cache directory")
+	}
+}

@@ -79,7 +79,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
 		selftest.WithLogger(g.log),
-		selftest.WithShaderCacheDir(shaderCacheDir(g)),
+		selftest.WithShaderCache(func() string { return shaderCacheDir(g) }),
 	}, nil
 }
 
