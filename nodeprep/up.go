@@ -618,9 +618,12 @@ func (u *upRun) join(st *StageResult) error {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
 	}
 	for _, f := range ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot) {
-		if f.Code != containerd.CodeNotWritten {
-			st.Status = StatusWarning
+		if f.Code == containerd.CodeNotWritten {
+			// Before k3s's first start there is nothing to check yet.
+			u.opts.Log.Debug(f.Message)
+			continue
 		}
+		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
 	}
 	st.Summary = fmt.Sprintf("%s: %s, %s", res.DropInPath, count(len(res.Labels), "label"), count(len(res.Taints), "taint"))
