@@ -17,6 +17,7 @@ func flagValues() map[string][]string {
 		"output":              {"text", "json", "yaml"},
 		"device-names":        {nodeprep.DeviceNameUUID, nodeprep.DeviceNameIndex},
 		"on-selftest-failure": {nodeprep.PolicyBlock, nodeprep.PolicyTaint},
+		"mig-strategy":        {nodeprep.MIGStrategyNone, nodeprep.MIGStrategySingle, nodeprep.MIGStrategyMixed},
 		"arch":                knownArches,
 	}
 }
@@ -28,9 +29,9 @@ var (
 	fileFlags = map[string][]string{
 		"config": {"yaml", "yml"}, "spec": {"json", "yaml"}, "k3s-config": {"yaml", "yml"},
 		"nvml-lib": nil, "vulkan-loader": nil, "egl-lib": nil, "oci-runtime": nil,
-		"status-file": {"json"}, "metrics-file": {"prom"},
+		"status-file": {"json"}, "metrics-file": {"prom"}, "k3s-env-file": nil,
 	}
-	dirFlags = []string{"root", "driver-root", "glvnd-dir", "rootfs"}
+	dirFlags = []string{"root", "driver-root", "glvnd-dir", "rootfs", "spec-dir", "k3s-data-dir"}
 )
 
 // registerCompletions gives every flag of root and its commands real

@@ -38,6 +38,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"cdi", "check", "--device-names", ""}, []string{"uuid", "index"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"up", "--device-names", "uuid,"}, []string{"uuid,index"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"up", "--on-selftest-failure", ""}, []string{"block", "taint"}, cobra.ShellCompDirectiveNoFileComp},
+		{[]string{"join", "--mig-strategy", ""}, []string{"none", "single", "mixed"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"cdi", "patch", "--arch", ""}, []string{"amd64", "arm64"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"cdi", "patch", "--spec", ""}, []string{"json", "yaml"}, cobra.ShellCompDirectiveFilterFileExt},
 		{[]string{"--config", ""}, []string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt},
