@@ -280,12 +280,15 @@ func (u *upRun) run(i int, f func(st *StageResult) error) error {
 		st.Status = StatusOK
 	}
 	t0 := u.opts.Now()
+	before := len(st.Reasons)
 	err := f(st)
 	st.DurationMS += ms(u.opts.Now().Sub(t0))
 	if err != nil {
 		st.Status = StatusFailed
-		if len(st.Reasons) == 0 {
-			st.Reasons = []string{err.Error()}
+		if len(st.Reasons) == before {
+			// f said nothing of this failure itself (a write that failed
+			// after the plan's warnings): the error leads the reasons.
+			st.Reasons = append([]string{err.Error()}, st.Reasons...)
 		}
 		// The report carries the reason; logging it louder would say it
 		// twice on a terminal and in the journal.
@@ -321,13 +324,24 @@ func (u *upRun) apply(ctx context.Context) error {
 	// The join stage was only planned: it runs for real, with the
 	// self-test's labels, or is skipped when a stage before it fails.
 	u.stages[iJoin] = StageResult{Name: StageJoin}
-	if err := u.run(iCDI, u.applyCDI); err != nil {
+	if err := u.run(iCDI, func(st *StageResult) error {
+		if err := ctx.Err(); err != nil { // SIGTERM while planning
+			st.Summary = u.cdiSummary("not patched: nothing written")
+			return fault.CheckFailed(fmt.Errorf("stopped before the first write: %w", err))
+		}
+		return u.applyCDI(st)
+	}); err != nil {
 		return err
 	}
 	if err := u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) }); err != nil {
 		return err
 	}
-	return u.run(iJoin, u.join)
+	return u.run(iJoin, func(st *StageResult) error {
+		if err := ctx.Err(); err != nil {
+			return fault.CheckFailed(fmt.Errorf("stopped before writing the drop-in: %w", err))
+		}
+		return u.join(st)
+	})
 }
 
 // preflight checks, before any stage writes, everything the run will

@@ -175,11 +175,24 @@ func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, e
 
 // ApplyPatch writes every spec the plan changed (cdi.ApplyPatch for each;
 // each write atomic, a spec whose own findings have an error is not
-// written) and nothing when the view itself has an error. Errors: the
-// first write's (fault.ErrCantWrite), the specs after it left unwritten.
+// written) and nothing when the view itself has an error. Before the
+// first write it proves every spec it will write can be written
+// (hostfs.Root.CheckWritable: the directory takes a new file, the old
+// file can be replaced), so a read-only directory or an immutable file
+// leaves every spec as it was. Errors: fault.ErrCantWrite naming the spec;
+// a write that still fails after that check leaves the specs before it
+// written, each one whole.
 func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
 	if p.blocked {
 		return nil
+	}
+	for _, pl := range p.plans {
+		if !pl.Writes() {
+			continue
+		}
+		if err := host.CheckWritable(pl.Result.Spec, false); err != nil {
+			return fmt.Errorf("patching CDI spec %q: %w", pl.Result.Spec, err)
+		}
 	}
 	for _, pl := range p.plans {
 		if err := cdi.ApplyPatch(host, pl); err != nil {

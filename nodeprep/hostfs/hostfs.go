@@ -319,8 +319,19 @@ func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
 			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
 		}
 	}
-	if st, err := os.Lstat(filepath.Join(dir, path.Base(hostPath))); err == nil && !st.Mode().IsRegular() {
-		return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
+	target := filepath.Join(dir, path.Base(hostPath))
+	if st, err := os.Lstat(target); err == nil {
+		if !st.Mode().IsRegular() {
+			return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
+		}
+		// An immutable file (chattr +i) cannot be replaced by a rename
+		// either; opening it for writing (no truncation, nothing
+		// written) says so before anything else is written.
+		f, err := os.OpenFile(target, os.O_WRONLY, 0)
+		if err != nil {
+			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
+		}
+		f.Close()
 	}
 	f, err := os.CreateTemp(dir, "."+path.Base(hostPath)+"*")
 	if err != nil {

@@ -38,6 +38,9 @@ func (r *Root) Lock(ctx context.Context, wait time.Duration) (unlock func() erro
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = nil
 		}
+		if errors.Is(err, context.Canceled) { // SIGTERM while waiting
+			return nil, fault.Locked(fmt.Errorf("lock %q is held by another nodeprep; stopped while waiting for it", LockPath))
+		}
 	}
 	if err != nil {
 		return nil, fault.CantWrite(fmt.Errorf("taking lock %q: %w", LockPath, err))

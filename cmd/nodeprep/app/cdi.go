@@ -128,10 +128,19 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		}
 		defer unlock() //nolint:errcheck // released on exit anyway
 	}
-	res, err := specset.Patch(g.host, opts, dry)
+	plan, err := specset.PlanPatch(g.host, opts)
 	if err != nil {
 		return err
 	}
+	if !dry {
+		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
+			return fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
+		}
+		if err := specset.ApplyPatch(g.host, plan); err != nil {
+			return err
+		}
+	}
+	res := plan.Result
 	err = g.print(res, func(w io.Writer) error { return writePatchText(w, res, o.diff) })
 	if err != nil {
 		return err

@@ -138,3 +138,36 @@ func TestSpecSizeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchAllOrNothingAcrossSpecs: when one of the specs the runtime's
+// view patches cannot be written (here a name so long that no temporary
+// file fits beside it), no spec is written: the named spec keeps its
+// bytes, the command exits 73 naming the other spec, and up's report
+// says why (not only the plan's warnings).
+func TestPatchAllOrNothingAcrossSpecs(t *testing.T) {
+	t.Parallel()
+	long := "/etc/cdi/" + strings.Repeat("n", 240) + ".json"
+	for _, args := range [][]string{{"cdi", "patch"}, {"-o", "json", "up", "--simulate", "dgx-h200", "--allow-cpu-adapter"}} {
+		root := hostCopy(t, "nixos-h200")
+		spec, err := os.ReadFile(filepath.Join(root, specRel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, long), spec, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := runCLI(t, append([]string{"--root", root}, args...)...)
+		if code != ExitCantWrite {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, ExitCantWrite, stdout, stderr)
+		}
+		if after, _ := os.ReadFile(filepath.Join(root, specRel)); string(after) != string(spec) {
+			t.Errorf("%v: the named spec was written although %s could not be", args, long)
+		}
+		if !strings.Contains(stdout+stderr, strings.Repeat("n", 240)) {
+			t.Errorf("%v: the output does not name the spec that could not be written:\n%s%s", args, stdout, stderr)
+		}
+	}
+}
