@@ -172,6 +172,7 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 		r.EGL.Library = o.eglLib
 	}
 	r.DurationMS = ms(time.Since(start))
+	r.ProbeChild = o.command[0]
 	// Lists are [] when empty, never absent or null: scripts iterate them.
 	if r.Reasons == nil {
 		r.Reasons = []Reason{}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -71,7 +72,7 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	}
 	return ctrtest.Options{
 		Binary:          exe,
-		ProbeArgs:       []string{probeCommandName},
+		ProbeArgs:       []string{childcmd.Probe},
 		Rootfs:          rootfs,
 		Runtime:         flagOr(f, "oci-runtime", c.runtime, cfg.OCIRuntime),
 		Spec:            spec,
