@@ -262,3 +262,74 @@ func TestInventoryThroughLeanChild(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerThroughLeanChild runs `up` with the in-container self-test
+// (runc, the test rootfs, lavapipe brought in by the patched spec) in each
+// layout: the probe binary bind-mounted into the container, nodeprep-probe
+// or nodeprep, finds the adapter and verifies the dispatch.
+func TestContainerThroughLeanChild(t *testing.T) {
+	rootfs := os.Getenv("NODEPREP_TEST_ROOTFS")
+	if rootfs == "" {
+		t.Skip("NODEPREP_TEST_ROOTFS is not set (make unit sets it after make rootfs)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc is not installed (make deps installs it)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the container self-test needs root")
+	}
+	env := mesaEnv(t)
+	for child, nodeprep := range layouts(t) {
+		lean := filepath.Base(child) == "nodeprep-probe"
+		t.Run(filepath.Base(child), func(t *testing.T) {
+			inv := runBin(t, env, nodeprep, "inspect", "--simulate", "dgx-h200", "-o", "json")
+			var gpus struct {
+				GPUs []struct {
+					UUID string `json:"uuid"`
+				} `json:"gpus"`
+			}
+			if err := json.Unmarshal([]byte(inv.stdout), &gpus); err != nil || len(gpus.GPUs) == 0 {
+				t.Fatalf("inspect: %v\n%s", err, inv.stderr)
+			}
+			root := filepath.Join(t.TempDir(), "root")
+			args := []string{root}
+			for _, g := range gpus.GPUs {
+				args = append(args, g.UUID)
+			}
+			if out, err := exec.Command("../../scripts/make-lavapipe-host.sh", args...).CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			r := runBin(t, env, nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter",
+				"--container", "--rootfs", rootfs, "--require-egl=false", "-v", "-o", "json")
+			var rep struct {
+				Ready     bool `json:"ready"`
+				Container struct {
+					Passed     bool `json:"passed"`
+					Containers []struct {
+						Selftest struct {
+							Vulkan struct {
+								Adapters []struct {
+									Dispatch struct {
+										Verified bool `json:"verified"`
+									} `json:"dispatch"`
+								} `json:"adapters"`
+							} `json:"vulkan"`
+						} `json:"selftest"`
+					} `json:"containers"`
+				} `json:"container"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("exit %d: %v\n%s", r.code, err, r.stderr)
+			}
+			if r.code != 0 || !rep.Ready || !rep.Container.Passed || len(rep.Container.Containers) == 0 {
+				t.Fatalf("exit %d, ready %v, container %+v\n%s", r.code, rep.Ready, rep.Container, r.stderr)
+			}
+			if ads := rep.Container.Containers[0].Selftest.Vulkan.Adapters; len(ads) != 1 || !ads[0].Dispatch.Verified {
+				t.Errorf("in-container adapters %+v, want one with a verified dispatch", ads)
+			}
+			if want := fmt.Sprintf(`msg="in-container probe" executable=%s lean=%v`, child, lean); !strings.Contains(r.stderr, want) {
+				t.Errorf("-v log does not say %s:\n%s", want, r.stderr)
+			}
+		})
+	}
+}

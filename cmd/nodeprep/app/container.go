@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -58,10 +57,11 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	if spec == "" {
 		spec = flagOr(f, "spec", c.spec, g.cfg.CDI.Spec)
 	}
-	exe, err := os.Executable()
+	exe, lean, err := childExecutable()
 	if err != nil {
 		return ctrtest.Options{}, false, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe container: %w", err))
 	}
+	g.log.Debug("in-container probe", "executable", exe, "lean", lean)
 	requireEGL := true
 	if cfg.RequireEGL != nil {
 		requireEGL = *cfg.RequireEGL
