@@ -44,8 +44,9 @@ func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 
 // inventory builds the inventory from the simulated server (--simulate) or
 // from NVML, loaded from --nvml-lib, else the config's nvml.library, else
-// through the dynamic linker, in a child process (childcmd.Inventory, served by childExecutable)
-// bounded by --nvml-timeout (nvml.timeout) and the command's context.
+// through the dynamic linker, in a child process (childcmd.Inventory,
+// served by childExecutable) bounded by --nvml-timeout (nvml.timeout) and
+// the command's context.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
 	if f.simulate != "" {
 		if fs.Changed("nvml-lib") {
