@@ -1,6 +1,8 @@
 # nodeprep — build, test, demo, bench. `make test` installs what it needs.
 GO        ?= go
 BIN       := bin/nodeprep
+# The lean child (probes, NVML) nodeprep runs when it sits beside it.
+PROBE_BIN := bin/nodeprep-probe
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=$(VERSION) \
@@ -29,6 +31,7 @@ deps-bench:
 build:
 	@test -x $(BIN) || echo "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)"
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
+	CGO_ENABLED=1 $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

@@ -71,7 +71,13 @@ buildGoModule {
   # and `go build` stops with "inconsistent vendoring": update it as above.
   overrideModAttrs = _: { name = "nodeprep-go-modules"; };
 
-  subPackages = [ "cmd/nodeprep" ];
+  # nodeprep and its lean child, installed side by side in $out/bin:
+  # nodeprep runs nodeprep-probe for the probes and the NVML inventory
+  # when it finds it beside its own executable (docs/faults.md).
+  subPackages = [
+    "cmd/nodeprep"
+    "cmd/nodeprep-probe"
+  ];
 
   env.CGO_ENABLED = "1";
   nativeBuildInputs = [ installShellFiles ];

@@ -9,6 +9,8 @@
 #     `vulkaninfo --summary; eglinfo -B` on lavapipe, alternating
 #     (bench-selftest.sh).
 #  4. The `up` demo: whole-process time, peak RSS, and each stage's time.
+#  5. The lean child, nodeprep-probe, against a re-exec of nodeprep
+#     (bench-child.sh).
 # Results also land in .bench/ (JSON from hyperfine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,3 +48,6 @@ jq -r --arg rss "$rss" --slurpfile h .bench/up.json '
   "  peak RSS: nodeprep \(.peakRSSMiB | . * 10 | round / 10) MiB; with the probe children (Vulkan/EGL driver loaded) \(($rss | tonumber) / 1024 | . * 10 | round / 10) MiB",
   (.stages[] | "  \(.name): \(.durationMs) ms"),
   "  all stages but selftest: \([.stages[] | select(.name != "selftest") | .durationMs] | add | . * 10 | round / 10) ms"' "$work/up.json"
+
+echo; echo "== the probe children: nodeprep-probe vs a re-exec of nodeprep"
+./scripts/bench-child.sh

@@ -17,9 +17,10 @@
 //   - re-roots every host path the spec names under the host root
 //     (hostfs.Root), so host trees under testdata/ work; on a node the root
 //     is "/" and nothing changes;
-//   - bind-mounts the nodeprep binary read-only at BinaryPath and runs the
-//     Vulkan and the EGL probe in two containers with the OCI runtime (runc,
-//     crun, or k3s's bundled runc), bounded by the self-test's timeout;
+//   - bind-mounts the probe binary (nodeprep-probe, or nodeprep) read-only
+//     at BinaryPath and runs the Vulkan and the EGL probe in two containers
+//     with the OCI runtime (runc, crun, or k3s's bundled runc), bounded by
+//     the self-test's timeout;
 //   - evaluates the two reports with selftest.Evaluate, so the verdict rules
 //     are the host self-test's.
 //

@@ -37,8 +37,9 @@ const DefaultKind = "nvidia.com/gpu"
 // Options configure Run. Binary and Rootfs are required; every other zero
 // field takes the default its comment names (resolved in one place, Run).
 type Options struct {
-	// Binary is the nodeprep executable on this machine (the command layer
-	// passes os.Executable()); it is bind-mounted read-only at BinaryPath.
+	// Binary is the executable that serves the probe on this machine (the
+	// command layer passes nodeprep-probe beside its executable, else its
+	// executable); it is bind-mounted read-only at BinaryPath.
 	Binary string
 	// ProbeArgs are the arguments that make Binary serve one probe, before
 	// the request (default "__probe", selftest.ServeProbe's command).

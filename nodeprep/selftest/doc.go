@@ -10,8 +10,8 @@
 //
 // The two halves:
 //
-//   - Run (parent side) re-executes the nodeprep binary (WithCommand) once
-//     per API with a ProbeRequest, bounded by a timeout, decodes the
+//   - Run (parent side) starts a probe child (WithCommand: nodeprep-probe,
+//     or a re-exec of nodeprep) with the ProbeRequests, bounded by a timeout, decodes the
 //     child's JSON report and calls Evaluate. A hung driver is killed with
 //     its whole process group; a crash becomes a reason naming the signal.
 //   - ServeProbe (child side) runs one probe and writes its JSON report.

@@ -59,9 +59,10 @@ type options struct {
 type Option func(*options)
 
 // WithCommand sets how to start a probe child: path and args are the
-// command line that ServeProbe answers, without the request (the cmd
-// layer passes os.Executable() and "__probe"; Run appends the ProbeRequest
-// as the last argument). Required.
+// command line that ServeProbeOnPipe answers, without the requests (the
+// cmd layer passes nodeprep-probe beside its executable, else the
+// executable itself, and "__probe --report-pipe"; Run appends the
+// ProbeRequests as the last arguments). Required.
 func WithCommand(path string, args ...string) Option {
 	return func(o *options) { o.command = append([]string{path}, args...) }
 }
@@ -172,6 +173,7 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 		r.EGL.Library = o.eglLib
 	}
 	r.DurationMS = ms(time.Since(start))
+	r.ProbeChild = o.command[0]
 	// Lists are [] when empty, never absent or null: scripts iterate them.
 	if r.Reasons == nil {
 		r.Reasons = []Reason{}

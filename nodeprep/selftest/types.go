@@ -279,6 +279,10 @@ type Report struct {
 	Matches []Match `json:"matches" yaml:"matches"`
 	// DurationMS is the whole self-test, children included, in milliseconds.
 	DurationMS float64 `json:"durationMs" yaml:"durationMs"`
+	// ProbeChild is the executable that served the probe children
+	// (WithCommand's path): nodeprep-probe, the lean child, when it sits
+	// beside nodeprep, else nodeprep itself.
+	ProbeChild string `json:"probeChild" yaml:"probeChild"`
 }
 
 // Match is how one inventory GPU fared.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -57,10 +57,11 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	if spec == "" {
 		spec = flagOr(f, "spec", c.spec, g.cfg.CDI.Spec)
 	}
-	exe, err := os.Executable()
+	exe, lean, err := childExecutable()
 	if err != nil {
 		return ctrtest.Options{}, false, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe container: %w", err))
 	}
+	g.log.Debug("in-container probe", "executable", exe, "lean", lean)
 	requireEGL := true
 	if cfg.RequireEGL != nil {
 		requireEGL = *cfg.RequireEGL
@@ -71,7 +72,7 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	}
 	return ctrtest.Options{
 		Binary:          exe,
-		ProbeArgs:       []string{probeCommandName},
+		ProbeArgs:       []string{childcmd.Probe},
 		Rootfs:          rootfs,
 		Runtime:         flagOr(f, "oci-runtime", c.runtime, cfg.OCIRuntime),
 		Spec:            spec,

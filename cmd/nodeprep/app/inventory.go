@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
@@ -45,8 +44,9 @@ func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 
 // inventory builds the inventory from the simulated server (--simulate) or
 // from NVML, loaded from --nvml-lib, else the config's nvml.library, else
-// through the dynamic linker, in a child process (inventoryCommandName)
-// bounded by --nvml-timeout (nvml.timeout) and the command's context.
+// through the dynamic linker, in a child process (childcmd.Inventory,
+// served by childExecutable) bounded by --nvml-timeout (nvml.timeout) and
+// the command's context.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
 	if f.simulate != "" {
 		if fs.Changed("nvml-lib") {
@@ -63,46 +63,40 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 		}
 		timeout = gpu.DefaultTimeout
 	}
-	exe, err := os.Executable()
+	exe, lean, err := childExecutable()
 	if err != nil {
 		return nil, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the NVML child: %w", err))
 	}
+	g.log.Debug("NVML child", "executable", exe, "lean", lean)
 	ctx := g.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{inventoryCommandName, "--" + reportPipeFlag}}, lib, timeout)
+	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{childcmd.Inventory, "--" + childcmd.ReportPipeFlag}}, lib, timeout)
 	if errors.Is(err, gpu.ErrLibraryNotFound) {
 		err = fmt.Errorf("%w (name the library with --nvml-lib or nvml.library in the config file)", err)
 	}
 	return inv, err
 }
 
-// inventoryCommandName is the hidden child that reads NVML
-// (gpu.ServeInventory).
-const inventoryCommandName = "__inventory"
-
 // newInventoryCommand is the hidden NVML child: `nodeprep __inventory
 // --report-pipe REQUEST` reads the inventory in this process and reports
-// it on the report pipe. Like __probe, it skips the global setup.
+// it on the report pipe (childcmd.Serve, which nodeprep-probe serves
+// too). Like __probe, it skips the global setup.
 func newInventoryCommand(g *globals) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    inventoryCommandName + " REQUEST",
+		Use:    childcmd.Inventory + " REQUEST",
 		Short:  "Read the GPU inventory from NVML (internal: the NVML child process)",
 		Hidden: true,
-		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.ExactArgs(1)(cmd, args)) },
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			g.started = true
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			if !onPipe {
-				return fault.Usage(errors.New("__inventory reports only on the report pipe (--report-pipe)"))
-			}
-			return gpu.ServeInventory(args[0], child.ChildReport())
+			return childcmd.Serve(childcmd.Args{Command: childcmd.Inventory, ReportPipe: onPipe, Requests: args}, g.streams.Out)
 		},
 	}
-	cmd.Flags().BoolVar(&onPipe, reportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
+	cmd.Flags().BoolVar(&onPipe, childcmd.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
 	return cmd
 }

@@ -3,13 +3,15 @@ package app
 import (
 	"os"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
 )
 
 // TestMain lets this test binary stand in for nodeprep as its own child:
 // the commands re-execute os.Executable() with a hidden child command
 // (__inventory, __probe), which here is the test binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == inventoryCommandName || os.Args[1] == probeCommandName) {
+	if len(os.Args) > 1 && (os.Args[1] == childcmd.Inventory || os.Args[1] == childcmd.Probe) {
 		os.Exit(Main())
 	}
 	os.Exit(m.Run())

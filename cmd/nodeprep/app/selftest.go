@@ -12,15 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
-
-// probeCommandName is the hidden subcommand that runs one probe in a child
-// process (selftest.ServeProbe).
-const probeCommandName = "__probe"
 
 // selftestFlags are the self-test flags `selftest` and `up` share.
 type selftestFlags struct {
@@ -46,7 +42,7 @@ func (o *selftestFlags) add(f *pflag.FlagSet) {
 }
 
 // options resolves the flags over the config file into the self-test's
-// options, with this executable as the probe child.
+// options, with childExecutable as the probe child.
 func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([]selftest.Option, error) {
 	cfg := g.cfg.Selftest
 	requireEGL := true
@@ -66,12 +62,13 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 	if allowCPU && !simulated {
 		return nil, fault.Usage(errors.New("--allow-cpu-adapter needs --simulate: a CPU adapter never stands in for a real GPU"))
 	}
-	exe, err := os.Executable()
+	exe, lean, err := childExecutable()
 	if err != nil {
 		return nil, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe child: %w", err))
 	}
+	g.log.Debug("probe child", "executable", exe, "lean", lean)
 	return []selftest.Option{
-		selftest.WithCommand(exe, probeCommandName, "--"+reportPipeFlag),
+		selftest.WithCommand(exe, childcmd.Probe, "--"+childcmd.ReportPipeFlag),
 		selftest.WithEnv(os.Environ()),
 		selftest.WithVulkanLoader(flagOr(f, "vulkan-loader", o.vulkanLoader, cfg.VulkanLoader)),
 		selftest.WithEGLLibrary(flagOr(f, "egl-lib", o.eglLib, cfg.EGLLib)),
@@ -273,43 +270,43 @@ func (e *selftestWriter) printf(format string, args ...any) {
 
 // newProbeCommand is the hidden child of the self-test: `nodeprep __probe
 // REQUEST` runs one probe (REQUEST is a selftest.ProbeRequest as JSON) and
-// prints its report as one line of JSON. It skips the global setup (config
-// file, host root): the child needs neither, and a config problem must not
-// look like a driver problem.
+// prints its report as one line of JSON (childcmd.Serve, which
+// nodeprep-probe serves too). It skips the global setup (config file,
+// host root): the child needs neither, and a config problem must not look
+// like a driver problem.
 func newProbeCommand(g *globals) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    probeCommandName + " REQUEST...",
+		Use:    childcmd.Probe + " REQUEST...",
 		Short:  "Run one adapter probe (internal: the self-test's child process)",
 		Hidden: true,
-		Args:   func(cmd *cobra.Command, args []string) error { return fault.Usage(cobra.MinimumNArgs(1)(cmd, args)) },
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			g.started = true
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			var err error
-			if !onPipe && len(args) != 1 {
-				return fault.Usage(errors.New("one request on stdout; several only with --" + reportPipeFlag))
-			}
-			if onPipe {
-				err = selftest.ServeProbeOnPipe(args, child.ChildReport())
-			} else {
-				err = selftest.ServeProbe(args[0], g.streams.Out)
-			}
-			if errors.Is(err, selftest.ErrBadRequest) {
-				return fault.Usage(err)
-			}
-			return err
+			return childcmd.Serve(childcmd.Args{Command: childcmd.Probe, ReportPipe: onPipe, Requests: args}, g.streams.Out)
 		},
 	}
-	cmd.Flags().BoolVar(&onPipe, reportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
+	cmd.Flags().BoolVar(&onPipe, childcmd.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
 	return cmd
 }
 
-// reportPipeFlag makes a child command report on child.ReportFD instead of
-// stdout (the in-container probe, read through the runtime, uses stdout).
-const reportPipeFlag = "report-pipe"
+// childExecutable is the executable that serves the driver-calling
+// children (childcmd): nodeprep-probe beside this executable when there is
+// one (lean true: it skips this binary's package initialisation), else
+// this executable itself (tests, `go run`, a lone binary).
+func childExecutable() (path string, lean bool, err error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false, err
+	}
+	p := filepath.Join(filepath.Dir(exe), childcmd.LeanName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p, true, nil
+	}
+	return exe, false, nil
+}
 
 // shaderCacheHostPath is nodeprep's shader cache for the probe children.
 const shaderCacheHostPath = "/run/nodeprep/shader-cache"
