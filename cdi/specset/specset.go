@@ -30,6 +30,7 @@ import (
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -115,7 +116,10 @@ type View struct {
 // priority first) resolved under host, without watching them, and returns
 // it with the machine directory of each host directory. A FIFO or other
 // non-regular *.json/*.yaml file in a directory is an error: the library
-// opens them with a blocking open, which would hang a boot.
+// opens them with a blocking open, which would hang a boot. So is a spec
+// larger than cdi.MaxSpecSize: the library reads every file whole, so one
+// huge file would take its size in memory before any check. Both are
+// fault.ErrMalformed naming the file.
 func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
 	machine := make([]string, 0, len(dirs))
 	for _, d := range dirs {
@@ -133,7 +137,10 @@ func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error)
 			}
 			st, err := os.Stat(filepath.Join(p, e.Name()))
 			if err == nil && !st.Mode().IsRegular() {
-				return nil, nil, fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name())
+				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name()))
+			}
+			if err == nil && st.Size() > cdi.MaxSpecSize {
+				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s has %d bytes: larger than the %d MiB a CDI spec may have (cdi.MaxSpecSize)", d, e.Name(), st.Size(), cdi.MaxSpecSize>>20))
 			}
 		}
 		machine = append(machine, p)

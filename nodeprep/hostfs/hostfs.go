@@ -138,9 +138,28 @@ func (r *Root) ReadFile(hostPath string) ([]byte, error) {
 	return ReadRegularFile(p)
 }
 
+// ErrTooLarge is returned (wrapped) by ReadFileLimit for a file larger
+// than its limit.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadFileLimit is ReadFile for a file that may have at most limit bytes
+// (a k3s config, nodeprep's config): a larger one gives an error wrapping
+// ErrTooLarge before anything is read, so a huge or sparse file cannot
+// take its size in memory.
+func (r *Root) ReadFileLimit(hostPath string, limit int64) ([]byte, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	return readRegular(p, limit)
+}
+
 // ReadRegularFile reads the regular file at path on this machine (not under
 // a root), with ReadFile's refusal of anything else.
-func ReadRegularFile(path string) ([]byte, error) {
+func ReadRegularFile(path string) ([]byte, error) { return readRegular(path, -1) }
+
+// readRegular reads the regular file at path; limit < 0 means no limit.
+func readRegular(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -152,6 +171,9 @@ func ReadRegularFile(path string) ([]byte, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is %s: %w", path, describeMode(st.Mode()), ErrNotRegular)
+	}
+	if limit >= 0 && st.Size() > limit {
+		return nil, fmt.Errorf("%s has %d bytes, more than the %d this file may have: %w", path, st.Size(), limit, ErrTooLarge)
 	}
 	// One buffer of the file's size (and a little to see the end):
 	// io.ReadAll's doubling would hold up to twice a big spec.

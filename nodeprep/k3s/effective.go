@@ -3,6 +3,7 @@ package k3s
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -87,14 +88,24 @@ func (o Options) dataDir(eff *Effective) (string, string) {
 // one KEY=VALUE a line, blank lines and lines starting with '#' or ';'
 // ignored, white space around the key and the value dropped, a value in
 // matching single or double quotes unquoted (double quotes also take \"
-// and \\ escapes). It returns the variables, a later line winning, or an
-// error naming the line (unmarked; LoadEnvironment marks it).
+// and \\ escapes), and a line ending in a backslash continued on the next
+// one, the backslash and the line break dropped (systemd's env-file parser
+// does the same: `K3S_DATA_DIR=/data\` then `K3S_CONFIG_FILE=/x.yaml` is one
+// variable, K3S_DATA_DIR=/dataK3S_CONFIG_FILE=/x.yaml). It returns the
+// variables, a later line winning, or an error naming the line (unmarked;
+// LoadEnvironment marks it). No library parses this format: dotenv parsers
+// differ from systemd on exactly these rules.
 func ParseEnvironmentFile(data []byte) (map[string]string, error) {
 	env := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		raw := sc.Text()
+		for strings.HasSuffix(raw, `\`) && !strings.HasSuffix(raw, `\\`) && sc.Scan() {
+			raw = raw[:len(raw)-1] + sc.Text()
+			n++
+		}
+		line := strings.TrimSpace(raw)
 		if line == "" || line[0] == '#' || line[0] == ';' {
 			continue
 		}
@@ -144,7 +155,10 @@ func LoadEnvironment(root *hostfs.Root, file string, base map[string]string) (ma
 	if file == "" {
 		return env, nil
 	}
-	data, err := root.ReadFile(file)
+	data, err := root.ReadFileLimit(file, MaxConfigSize)
+	if errors.Is(err, hostfs.ErrNotRegular) || errors.Is(err, hostfs.ErrTooLarge) {
+		return nil, fault.Malformed(fmt.Errorf("reading k3s environment file %q: %w", file, err))
+	}
 	if err != nil {
 		return nil, fault.Unavailable(fmt.Errorf("reading k3s environment file %q: %w", file, err))
 	}

@@ -81,6 +81,16 @@ func TestParseEnvironmentFile(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
+	// A trailing backslash continues the line, as systemd reads it: the
+	// second line is part of K3S_DATA_DIR's value, not K3S_CONFIG_FILE.
+	got, err = ParseEnvironmentFile([]byte("K3S_DATA_DIR=/data\\\nK3S_CONFIG_FILE=/x.yaml\n# note \\\nK3S_URL=hidden\nB=1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"K3S_DATA_DIR": "/dataK3S_CONFIG_FILE=/x.yaml", "B": "1"}
+	if !maps.Equal(got, want) {
+		t.Errorf("continued lines: got %v, want %v", got, want)
+	}
 	for _, bad := range []string{"no-equals\n", "1X=y\n", "A B=c\n", "=v\n"} {
 		if _, err := ParseEnvironmentFile([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)

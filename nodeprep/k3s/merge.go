@@ -76,20 +76,26 @@ func IsDropInName(name string) bool {
 	return strings.HasSuffix(l, ".yaml") || strings.HasSuffix(l, ".yml")
 }
 
+// MaxConfigSize is the largest k3s config file or drop-in nodeprep reads:
+// 1 MiB, far more than any real one (a few hundred bytes); a larger file
+// is malformed input rather than a reason to hold it in memory.
+const MaxConfigSize = 1 << 20
+
 // ReadFiles reads the k3s config files in the order k3s reads them:
 // configPath (when it exists), then the regular files in DropInDir(configPath)
 // whose names IsDropInName accepts, sorted by name in byte order (k3s uses
 // os.ReadDir, which sorts by name). Directories are skipped, as k3s does. A
 // missing file or directory is not an error; an unreadable one is, marked
-// fault.ErrUnavailable; a FIFO, device or socket where a file should be is
-// marked fault.ErrMalformed (exit 65, as for the spec and the config file).
+// fault.ErrUnavailable; a FIFO, device or socket where a file should be,
+// or a file over MaxConfigSize, is marked fault.ErrMalformed (exit 65, as
+// for the spec and the config file).
 func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 	var files []File
-	data, err := root.ReadFile(configPath)
+	data, err := root.ReadFileLimit(configPath, MaxConfigSize)
 	switch {
 	case err == nil:
 		files = append(files, File{Path: configPath, Data: data})
-	case errors.Is(err, hostfs.ErrNotRegular):
+	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, hostfs.ErrTooLarge):
 		return nil, fault.Malformed(fmt.Errorf("reading k3s config %q: %w", configPath, err))
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fault.Unavailable(fmt.Errorf("reading k3s config %q: %w", configPath, err))
@@ -119,8 +125,8 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 		if err == nil && st.IsDir() {
 			continue
 		}
-		data, err := root.ReadFile(p)
-		if errors.Is(err, hostfs.ErrNotRegular) {
+		data, err := root.ReadFileLimit(p, MaxConfigSize)
+		if errors.Is(err, hostfs.ErrNotRegular) || errors.Is(err, hostfs.ErrTooLarge) {
 			return nil, fault.Malformed(fmt.Errorf("reading k3s drop-in %q: %w", p, err))
 		}
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // pathFlags are the flags that name host paths: they must be absolute.
-var pathFlags = []string{"spec", "driver-root", "glvnd-dir", "k3s-config", "status-file", "metrics-file", "rootfs"}
+var pathFlags = []string{"spec", "spec-dir", "driver-root", "glvnd-dir", "k3s-config", "k3s-data-dir", "k3s-env-file", "status-file", "metrics-file", "rootfs"}
 
 // knownArches are the GOARCH values nodeprep knows the ICD manifest name and
 // multiarch directory of (the architectures NVIDIA ships Linux drivers for).

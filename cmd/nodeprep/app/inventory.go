@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,9 @@ func (f *inventoryFlags) add(fs *pflag.FlagSet) {
 // writes anything.
 func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 	if f.simulate == "" {
+		if fs.Changed("simulate") { // --simulate '' must not quietly mean the real GPUs
+			return fault.Usage(fmt.Errorf("--simulate is empty: want one of %s", strings.Join(gpu.SimulatedNames(), ", ")))
+		}
 		return nil
 	}
 	if fs.Changed("nvml-lib") {
@@ -48,10 +52,10 @@ func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 // served by childExecutable) bounded by --nvml-timeout (nvml.timeout) and
 // the command's context.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
+	if err := f.check(fs); err != nil {
+		return nil, err
+	}
 	if f.simulate != "" {
-		if fs.Changed("nvml-lib") {
-			return nil, fault.Usage(errors.New("--simulate and --nvml-lib exclude each other"))
-		}
 		return gpu.Simulate(f.simulate)
 	}
 	lib := flagOr(fs, "nvml-lib", f.nvmlLib, g.cfg.NVML.Library)

@@ -146,7 +146,7 @@ func TestSpecSizeLimit(t *testing.T) {
 // says why (not only the plan's warnings).
 func TestPatchAllOrNothingAcrossSpecs(t *testing.T) {
 	t.Parallel()
-	long := "/etc/cdi/" + strings.Repeat("n", 240) + ".json"
+	long := "/etc/cdi/" + strings.Repeat("n", 250) + ".json" // 255 bytes: NAME_MAX, no room for a temporary name
 	for _, args := range [][]string{{"cdi", "patch"}, {"-o", "json", "up", "--simulate", "dgx-h200", "--allow-cpu-adapter"}} {
 		root := hostCopy(t, "nixos-h200")
 		spec, err := os.ReadFile(filepath.Join(root, specRel))
@@ -166,8 +166,49 @@ func TestPatchAllOrNothingAcrossSpecs(t *testing.T) {
 		if after, _ := os.ReadFile(filepath.Join(root, specRel)); string(after) != string(spec) {
 			t.Errorf("%v: the named spec was written although %s could not be", args, long)
 		}
-		if !strings.Contains(stdout+stderr, strings.Repeat("n", 240)) {
+		if !strings.Contains(stdout+stderr, strings.Repeat("n", 250)) {
 			t.Errorf("%v: the output does not name the spec that could not be written:\n%s%s", args, stdout, stderr)
+		}
+	}
+}
+
+// TestSpecSizeLimitInSpecDirs: a spec over cdi.MaxSpecSize anywhere in
+// the runtime's spec directories is refused (65, naming it) before the
+// CDI library would read it whole.
+func TestSpecSizeLimitInSpecDirs(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(root, "etc/cdi/big.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(3 << 30); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	before := testkit.Snapshot(t, root, "/etc/cdi/big.json")
+	_, stderr, code := runCLI(t, "--root", root, "cdi", "patch")
+	if code != ExitMalformed || !strings.Contains(stderr, "big.json has 3221225472 bytes") {
+		t.Errorf("exit %d, stderr %q; want 65 naming big.json and its size", code, stderr)
+	}
+	after := testkit.Snapshot(t, root, "/etc/cdi/big.json", "/run/nodeprep")
+	if diff := testkit.Changes(before, after); len(diff) > 0 {
+		t.Errorf("changed the host: %v", diff)
+	}
+}
+
+// TestEmptySimulateIsUsage: `--simulate ''` is a usage error on every
+// command that reads the GPUs, never a quiet switch to the real NVML.
+func TestEmptySimulateIsUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"inspect"}, {"cdi", "check"}, {"selftest"}, {"join"}, {"up"}, {"health"}} {
+		root := hostCopy(t, "nixos-h200")
+		_, _, code := runCLI(t, append(append([]string{"--root", root}, args...), "--simulate", "")...)
+		if code != ExitUsage {
+			t.Errorf("%v --simulate '': exit %d, want %d", args, code, ExitUsage)
 		}
 	}
 }
