@@ -200,7 +200,7 @@ func TestSpecSizeLimitInSpecDirs(t *testing.T) {
 	}
 }
 
-// TestEmptySimulateIsUsage: `--simulate ''` is a usage error on every
+// TestEmptySimulateIsUsage: `--simulate ”` is a usage error on every
 // command that reads the GPUs, never a quiet switch to the real NVML.
 func TestEmptySimulateIsUsage(t *testing.T) {
 	t.Parallel()
