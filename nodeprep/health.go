@@ -60,16 +60,27 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	if err := u.preflight(); err != nil {
 		return nil, err
 	}
-	expected, err := expectedGPUs(host, opts.StatusFile)
-	if err != nil {
-		opts.Log.Warn("no GPU baseline from the status file", "err", err)
-	}
+	expected, baselineErr := expectedGPUs(host, opts.StatusFile)
 	u.report.ExpectedGPUs = expected
 	for i, name := range []string{StageInventory, StageCDI, StageSelftest, StageJoin} {
 		u.stages[i].Name = name
 	}
 	start := opts.Now()
-	stopped := u.run(iInventory, u.healthInventory)
+	var stopped error
+	if baselineErr != nil {
+		// A status file that cannot be read has lost the GPUs the node
+		// booted with: health cannot tell a missing GPU, so the node is
+		// not ready, and the file is kept as it is (rewriting it would
+		// make today's GPUs the baseline) until `up` writes it again.
+		stopped = u.run(iInventory, func(st *StageResult) error {
+			st.Summary = "no GPU baseline"
+			return fault.CheckFailed(fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", opts.StatusFile, baselineErr))
+		})
+		u.opts.StatusFile = ""
+		u.report.StatusFile = ""
+	} else {
+		stopped = u.run(iInventory, u.healthInventory)
+	}
 	if stopped == nil {
 		stopped = u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) })
 	}
@@ -97,7 +108,7 @@ func expectedGPUs(host *hostfs.Root, statusFile string) ([]string, error) {
 		return nil, err
 	}
 	var prev Report
-	if err := json.Unmarshal(data, &prev); err != nil {
+	if err := json.Unmarshal(data, &prev); err != nil { // a torn file, or "expectedGPUs": 10
 		return nil, fmt.Errorf("reading status %q: %w", statusFile, err)
 	}
 	if len(prev.ExpectedGPUs) > 0 || prev.Inventory == nil {

@@ -57,7 +57,7 @@ func TestHealth(t *testing.T) {
 		t.Errorf("metrics after lost GPUs:\n%s", m)
 	}
 
-	// A held lock (up or a self-test running): skipped, nothing rewritten.
+	// A held lock (up or another health running): skipped, nothing rewritten.
 	fl := flock.New(filepath.Join(root, "run/nodeprep/lock"))
 	if ok, err := fl.TryLock(); !ok || err != nil {
 		t.Fatalf("taking the lock: %v", err)
@@ -70,5 +70,35 @@ func TestHealth(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(root, prom)); string(after) != string(before) {
 		t.Error("a skipped health run rewrote the metrics")
+	}
+}
+
+// TestHealthUnreadableBaseline: a status file health cannot read (torn, or
+// expectedGPUs of the wrong type) has lost the GPUs the node booted with:
+// health is not ready, writes nodeprep_ready 0, and keeps the file as it
+// is instead of making today's GPUs the new baseline.
+func TestHealthUnreadableBaseline(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	for _, status := range []string{`{"ready": tr`, `{"expectedGPUs": 10}`} {
+		root := hostCopy(t, "nixos-h200")
+		prom := "/run/nodeprep/nodeprep.prom"
+		file := filepath.Join(root, "run/nodeprep/status.json")
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+		if r.code != 1 || !strings.Contains(r.stdout, "run nodeprep up to record them again") {
+			t.Errorf("%s: exit %d, want 1 naming the lost baseline\n%s%s", status, r.code, r.stdout, r.stderr)
+		}
+		if after, _ := os.ReadFile(file); string(after) != status {
+			t.Errorf("%s: health rewrote the status file: %s", status, after)
+		}
+		if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
+			t.Errorf("%s: metrics:\n%s", status, m)
+		}
 	}
 }

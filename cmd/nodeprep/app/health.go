@@ -30,7 +30,7 @@ self-test, with no CDI patch and no join. It rewrites the status file and the
 metrics textfile, so nodeprep_ready turns 0 within one interval when a GPU the
 node booted with falls off the bus, turns unhealthy or fails its dispatch.
 
-When another nodeprep holds the lock (up or a self-test is running) it skips
+When another nodeprep holds the lock (up, cdi patch, join or another health) it skips
 this run and exits 0.
 
 Exit status: 0 ready or skipped, 1 not ready, 69 NVML or the Vulkan loader is
@@ -54,7 +54,7 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	unlock, err := g.host.Lock(cmd.Context(), 0)
 	if errors.Is(err, fault.ErrLocked) {
-		g.log.Debug("skipped: another nodeprep holds the lock (up or a self-test is running)")
+		g.log.Debug("skipped: another nodeprep holds the lock (up, cdi patch, join or another health)")
 		return g.print(map[string]any{"skipped": true, "reason": err.Error()}, func(w io.Writer) error {
 			_, err := fmt.Fprintln(w, "skipped: another nodeprep holds the lock")
 			return err
