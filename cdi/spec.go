@@ -39,6 +39,9 @@ func ParseSpec(data []byte) (*specs.Spec, error) {
 	if len(data) > MaxSpecSize {
 		return nil, fmt.Errorf("%d bytes: larger than the %d MiB a CDI spec may have", len(data), MaxSpecSize>>20)
 	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("the file is empty: no CDI spec in it (was the generator interrupted?)")
+	}
 	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
 		spec, err := parseJSONSpec(trimmed)
 		if err == nil || json.Valid(trimmed) {
