@@ -2,6 +2,7 @@ package specset
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -65,7 +66,7 @@ func (v *View) Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult,
 		if expects(s) {
 			expect = opts.Expect
 		}
-		fs := cdi.Check(raw.Spec, named.Graphics, host, expect)
+		fs := cdi.Check(raw, named.Graphics, host, expect)
 		if s.Role == RolePlugin {
 			fs = append(fs, pluginFinding(s))
 		}
@@ -89,7 +90,7 @@ func (v *View) checkNamed(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckRe
 	if err != nil {
 		return nil, err
 	}
-	return &cdi.CheckResult{Spec: v.Named, Findings: cdi.Check(raw.Spec, g, host, opts.Expect), Graphics: g}, nil
+	return &cdi.CheckResult{Spec: v.Named, Findings: cdi.Check(raw, g, host, opts.Expect), Graphics: g}, nil
 }
 
 // Patch patches every GPU spec in the runtime's view (opts.SpecDirs) the
@@ -127,7 +128,9 @@ type PatchPlan struct {
 // GPU spec in it (cdi.PlanPatch for each; nothing is written). Errors: those
 // of Load and cdi.PlanPatch, the latter naming the spec and its kind.
 func PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
-	v, err := Load(host, opts.SpecDirs, opts.Spec)
+	// The named spec is parsed again, patched and validated by
+	// cdi.PlanPatch: the view need not validate it too.
+	v, err := load(host, opts.SpecDirs, opts.Spec, false)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +141,12 @@ func PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
 // read again from disk: a plan needs their bytes to write nothing when
 // nothing changes.
 func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
+	// The plans parse the specs again; the view's parses would only
+	// double a big spec in memory.
+	v.loaded = nil
+	if v.bytes > 1<<20 {
+		runtime.GC() // so the plans reuse that memory rather than add to it
+	}
 	named, err := cdi.PlanPatch(host, opts)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	"strings"
 
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
+	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -106,44 +107,67 @@ type View struct {
 	// runtime does not read.
 	Findings cdi.Findings `json:"findings" yaml:"findings"`
 
-	// loaded are the specs the library parsed and validated, by host path.
-	loaded map[string]*cdilib.Spec
+	// loaded are the specs parsed and validated, by host path.
+	loaded map[string]*specs.Spec
+	// bytes is the size of the spec files read.
+	bytes int
 	// refused are the library's load errors, by host path.
 	refused map[string]error
 }
 
-// NewCache loads the CDI library's cache over dirs (host paths, lowest
-// priority first) resolved under host, without watching them, and returns
-// it with the machine directory of each host directory. A FIFO or other
-// non-regular *.json/*.yaml file in a directory is an error: the library
-// opens them with a blocking open, which would hang a boot. So is a spec
-// larger than cdi.MaxSpecSize: the library reads every file whole, so one
-// huge file would take its size in memory before any check. Both are
-// fault.ErrMalformed naming the file.
-func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
-	machine := make([]string, 0, len(dirs))
-	for _, d := range dirs {
+// scanDirs lists the spec files of dirs (host paths, lowest priority
+// first) as the CDI library's scan does (pkg/cdi scanSpecDirs: the
+// *.json and *.yaml entries of each directory that are not directories,
+// in name order; a missing directory is skipped), with the machine path
+// of each. A FIFO or other non-regular spec file is an error: the library
+// opens spec files with a blocking open, which would hang a boot. So is a
+// spec larger than cdi.MaxSpecSize. Both are fault.ErrMalformed naming the
+// file; a directory that cannot be read is an error too.
+func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]string, err error) {
+	machine = make([]string, 0, len(dirs))
+	files = make([][]string, len(dirs))
+	for i, d := range dirs {
 		p, err := host.Path(d)
 		if err != nil {
 			return nil, nil, fmt.Errorf("CDI spec directory %q: %w", d, err)
 		}
+		machine = append(machine, p)
 		entries, err := os.ReadDir(p)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("loading CDI specs from %q: %w", d, err)
 		}
 		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
 			if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
 				continue
 			}
 			st, err := os.Stat(filepath.Join(p, e.Name()))
-			if err == nil && !st.Mode().IsRegular() {
+			if err == nil && !st.Mode().IsRegular() && !st.IsDir() {
 				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name()))
 			}
 			if err == nil && st.Size() > cdi.MaxSpecSize {
 				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s has %d bytes: larger than the %d MiB a CDI spec may have (cdi.MaxSpecSize)", d, e.Name(), st.Size(), cdi.MaxSpecSize>>20))
 			}
+			files[i] = append(files[i], e.Name())
 		}
-		machine = append(machine, p)
+	}
+	return machine, files, nil
+}
+
+// NewCache loads the CDI library's cache over dirs (host paths, lowest
+// priority first) resolved under host, without watching them, and returns
+// it with the machine directory of each host directory, for injecting
+// devices into an OCI spec (ctrtest). Its files are checked first as
+// scanDirs checks them (fault.ErrMalformed for a FIFO or a huge spec).
+func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
+	machine, _, err := scanDirs(host, dirs)
+	if err != nil {
+		return nil, nil, err
 	}
 	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(machine...), cdilib.WithAutoRefresh(false))
 	if err != nil {
@@ -152,33 +176,42 @@ func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error)
 	return cache, machine, nil
 }
 
+// scanned is one spec file of the view as Load read it.
+type scanned struct {
+	path     string // host path
+	priority int    // index of its directory
+	spec     *specs.Spec
+}
+
 // Load builds the view over dirs (DefaultDirs when empty) under host, with
-// named the spec nodeprep was pointed at. Errors: a directory that cannot
-// be read (see NewCache). Everything the library reports about a spec is a
-// finding, not an error.
+// named the spec nodeprep was pointed at. Errors: those of scanDirs.
+// Everything the CDI library's rules say about a spec is a finding, not
+// an error.
+//
+// It applies the library's cache rules itself rather than loading a
+// pkg/cdi Cache: the library parses every spec with yaml.v3, about ten
+// times a spec's size in memory (a 50 MB, 10,000-device spec took 600 MB
+// and 2 s before the patch even began). Here each spec is parsed with
+// cdi.ParseSpec (about its size) and validated with the library's own
+// validation, in pieces (cdi.ValidateSpec); the rules between files are
+// the library's (pkg/cdi Cache.refresh): a device name two files in one
+// directory declare is a conflict, and the library drops it; a later
+// directory's device wins over an earlier one's (shadowing).
 func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
+	return load(host, dirs, named, true)
+}
+
+// load is Load; validateNamed false leaves the named spec's validation to
+// the caller (a patch validates what it writes).
+func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*View, error) {
 	if len(dirs) == 0 {
 		dirs = DefaultDirs
 	}
-	cache, machine, err := NewCache(host, dirs)
+	machine, files, err := scanDirs(host, dirs)
 	if err != nil {
 		return nil, err
 	}
-	v := &View{Dirs: slices.Clone(dirs), Named: named, loaded: map[string]*cdilib.Spec{}, refused: map[string]error{}}
-	hostPathOf := func(p string) string {
-		for i, m := range machine {
-			if p == m || strings.HasPrefix(p, m+"/") {
-				return dirs[i] + strings.TrimPrefix(p, m)
-			}
-		}
-		return p
-	}
-	reword := func(s string) string {
-		for i, m := range machine {
-			s = strings.ReplaceAll(s, m+"/", dirs[i]+"/")
-		}
-		return s
-	}
+	v := &View{Dirs: slices.Clone(dirs), Named: named, loaded: map[string]*specs.Spec{}, refused: map[string]error{}}
 	namedIn := -1
 	for i, d := range dirs {
 		if path.Dir(named) == path.Clean(d) {
@@ -190,20 +223,46 @@ func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
 			Message: fmt.Sprintf("%s is in none of the CDI spec directories %s: the runtime does not read it", named, strings.Join(dirs, ", "))})
 	}
 
-	var conflicts []string
-	for p, errs := range cache.GetErrors() {
-		hp := hostPathOf(p)
-		var other []error
-		for _, e := range errs {
-			if strings.Contains(e.Error(), "conflicting device") {
-				conflicts = append(conflicts, reword(e.Error()))
+	var all []scanned
+	for prio, names := range files {
+		for _, name := range names {
+			hp := path.Join(dirs[prio], name)
+			data, err := hostfs.ReadRegularFile(filepath.Join(machine[prio], name))
+			v.bytes += len(data)
+			var raw *specs.Spec
+			if err == nil {
+				raw, err = cdi.ParseSpec(data)
+			}
+			data = nil
+			if err == nil && (validateNamed || hp != named) {
+				err = cdi.ValidateSpec(raw)
+			}
+			if err != nil {
+				v.refused[hp] = err
 				continue
 			}
-			other = append(other, e)
+			all = append(all, scanned{path: hp, priority: prio, spec: raw})
 		}
-		if len(other) > 0 {
-			v.refused[hp] = errors.Join(other...)
+	}
+
+	// The library's device table: a later directory's device wins; two
+	// files of one directory declaring a name is a conflict.
+	winner := map[string]scanned{}
+	var conflicts []string
+	dropped := map[string]bool{}
+	for _, sc := range all {
+		for _, d := range sc.spec.Devices {
+			q := sc.spec.Kind + "=" + d.Name
+			if other, ok := winner[q]; ok && other.priority == sc.priority {
+				conflicts = append(conflicts, fmt.Sprintf("conflicting device %q (specs %q, %q)", q, sc.path, other.path))
+				dropped[q] = true
+				continue
+			}
+			winner[q] = sc
 		}
+	}
+	for q := range dropped {
+		delete(winner, q)
 	}
 	v.Findings = append(v.Findings, conflictFindings(conflicts)...)
 	for hp, err := range v.refused {
@@ -211,31 +270,28 @@ func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
 			continue // the named spec's own checks report it
 		}
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeInvalidSpec,
-			Message: fmt.Sprintf("the CDI library refuses %s: %s", hp, reword(err.Error()))})
+			Message: fmt.Sprintf("the CDI library refuses %s: %v", hp, err)})
 	}
 
-	for _, vendor := range cache.ListVendors() {
-		for _, s := range cache.GetVendorSpecs(vendor) {
-			kind := s.GetVendor() + "/" + s.GetClass()
-			role, ok := GPURole(kind)
-			hp := hostPathOf(s.GetPath())
-			if hp == named {
-				role, ok = RoleNamed, true
-			}
-			if !ok {
-				continue
-			}
-			v.loaded[hp] = s
-			sp := Spec{Path: hp, Kind: kind, Role: role, Priority: s.GetPriority()}
-			for _, d := range s.Devices {
-				sp.Devices = append(sp.Devices, d.Name)
-			}
-			if r, err := host.Resolve(hp); err == nil && strings.HasPrefix(r, StorePrefix) {
-				sp.Unpatchable = fmt.Sprintf("it resolves to %s in the read-only Nix store", r)
-			}
-			v.Specs = append(v.Specs, sp)
-			v.shadowed(cache, sp)
+	for _, s := range all {
+		kind := s.spec.Kind
+		role, ok := GPURole(kind)
+		if s.path == named {
+			role, ok = RoleNamed, true
 		}
+		if !ok {
+			continue
+		}
+		v.loaded[s.path] = s.spec
+		sp := Spec{Path: s.path, Kind: kind, Role: role, Priority: s.priority}
+		for _, d := range s.spec.Devices {
+			sp.Devices = append(sp.Devices, d.Name)
+		}
+		if r, err := host.Resolve(s.path); err == nil && strings.HasPrefix(r, StorePrefix) {
+			sp.Unpatchable = fmt.Sprintf("it resolves to %s in the read-only Nix store", r)
+		}
+		v.Specs = append(v.Specs, sp)
+		v.shadowed(winner, sp)
 	}
 	if _, ok := v.loaded[named]; !ok && named != "" && namedIn >= 0 {
 		// Refused or absent: the named spec's own load reports why.
@@ -264,10 +320,10 @@ func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
 // shadowed warns about each of sp's devices that a spec in a later
 // directory serves instead (the CDI library's priority rule: no error, the
 // earlier spec is simply never used for that name).
-func (v *View) shadowed(cache *cdilib.Cache, sp Spec) {
+func (v *View) shadowed(winner map[string]scanned, sp Spec) {
 	for _, name := range sp.Devices {
-		d := cache.GetDevice(sp.Kind + "=" + name)
-		if d == nil || d.GetSpec() == nil || d.GetSpec().GetPriority() <= sp.Priority {
+		w, ok := winner[sp.Kind+"="+name]
+		if !ok || w.priority <= sp.Priority {
 			continue
 		}
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodeShadowedDevice,
