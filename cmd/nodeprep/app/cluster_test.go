@@ -551,3 +551,48 @@ func TestClusterRenderOutAllOrNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterCheckStdinSIGTERM: the real binary, `check -` on an idle pipe,
+// ends on SIGTERM with exit 1 saying it was cancelled. A SIGTERM that lands
+// before the process installs its handler kills it outright; that try is
+// repeated (it says nothing about the read).
+func TestClusterCheckStdinSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Binary(t)
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	for try := 0; try < 5; try++ {
+		cmd := exec.Command(bin, "--config", cfg, "cluster", "check", "-")
+		stdin, err := cmd.StdinPipe() // kept open and idle
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatal("check - did not end on SIGTERM") // a hang guard, not a timing target
+		}
+		stdin.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("exit: %v, want status 1", err)
+		}
+		if ee.ExitCode() == -1 { // killed by the signal: it came too early
+			continue
+		}
+		if ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "cancelled while reading stdin") {
+			t.Errorf("exit %d, want 1 saying cancelled\n%s", ee.ExitCode(), stderr.String())
+		}
+		return
+	}
+	t.Fatal("every SIGTERM came before the handler was installed")
+}
