@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
@@ -166,6 +168,14 @@ spec:
 		{"count(nodeprep_redy == 1)", "nodeprep exports no metric nodeprep_redy"},
 		{`count(nodeprep_ready{pool="a"} == 1)`, `nodeprep_ready has no label "pool"`},
 		{"sum(nodeprep_gpus)", "no prometheus trigger watches nodeprep_ready"},
+		{"nodeprep_ready{{{", `query does not parse: '{' at offset 16 is not closed`},
+		{"count(nodeprep_ready == 1", `query does not parse: '(' at offset 5 is not closed`},
+		{"count(nodeprep_ready == 1))", `query does not parse: ')' at offset 26 closes nothing`},
+		{`count(nodeprep_ready{instance="a) == 1)`, "query does not parse: the string starting at offset 30 is not closed"},
+		{"sum(nodeprep_ready[5m)]", `query does not parse: ')' at offset 21 does not close '[' at offset 18`},
+		{" ", "query does not parse: the query is empty"},
+		// Brackets inside strings and comments do not count.
+		{"count(nodeprep_ready{instance=~\"a(\\\"\"} == 1) # (", ""},
 	}
 	for _, tt := range tests {
 		c := cell(t, checkString(t, seedPool(t), sj(tt.query)), "scaledjob/cloud", ColumnMetrics)
@@ -173,6 +183,25 @@ spec:
 			t.Errorf("query %q: %+v, want reason %q", tt.query, c, tt.reason)
 		}
 	}
+}
+
+// FuzzQueryStructure: the structural check never panics, and a query made
+// of a valid one by removing its last closing bracket fails it.
+func FuzzQueryStructure(f *testing.F) {
+	f.Add(`((count((nodeprep_ready == 1) and ((time() - nodeprep_last_run_timestamp_seconds) < 900)) or vector(0)) == bool 0) * 4`)
+	f.Add(`sum(rate(x{a="b)"}[5m]))`)
+	f.Add("nodeprep_ready{{{")
+	f.Add("`a\\`")
+	f.Fuzz(func(t *testing.T, q string) {
+		if QueryStructure(q) != nil {
+			return
+		}
+		if i := strings.LastIndexAny(q, ")}]"); i >= 0 && !strings.ContainsAny(q, "\"'`#") {
+			if QueryStructure(q[:i]+q[i+1:]) == nil {
+				t.Fatalf("%q passes without its last closing bracket", q)
+			}
+		}
+	})
 }
 
 func renderSeed(t testing.TB, pool Pool) []Document {
@@ -449,4 +478,43 @@ func TestCheckNothingJudged(t *testing.T) {
 	if r := checkString(t, seedPool(t), "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {template: {spec: {containers: [{name: c, image: nginx}]}}}\n"); r.Ignored != 1 {
 		t.Errorf("ignored %d, want 1", r.Ignored)
 	}
+}
+
+func TestPrintable(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"job/default/web", "job/default/web"},
+		{`C:\path`, `C:\path`}, // nothing to escape: a backslash stays single
+		{"evil\u202egpj", `evil\u202egpj`},
+		{"a\u2066b\u2069", `a\u2066b\u2069`},
+		{"zero\u200bwidth", `zero\u200bwidth`},
+		{"nl\nesc\x1b[31m", `nl\nesc\x1b[31m`},
+		{"bad\xffutf8", `bad\xffutf8`},
+		{`back\slash` + "\u202e", `back\\slash\u202e`},
+		{"grüße ☃", "grüße ☃"},
+		{"\U000e0001tag", `\U000e0001tag`},
+	}
+	for _, tt := range tests {
+		if got := Printable(tt.in); got != tt.want {
+			t.Errorf("Printable(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// FuzzPrintable: the result holds only printable runes, and printing it
+// again changes nothing.
+func FuzzPrintable(f *testing.F) {
+	f.Add("evil\u202egpj")
+	f.Add("a\\b\x00\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		p := Printable(s)
+		for _, r := range p {
+			if !unicode.IsPrint(r) || r == utf8.RuneError && !strings.Contains(s, "\ufffd") {
+				t.Fatalf("Printable(%q) = %q holds %U", s, p, r)
+			}
+		}
+		if Printable(p) != p {
+			t.Fatalf("Printable(%q) = %q is not stable", s, p)
+		}
+	})
 }

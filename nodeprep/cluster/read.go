@@ -8,12 +8,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -69,7 +74,8 @@ type typeMeta struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name string `json:"name"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
 	} `json:"metadata"`
 }
 
@@ -97,6 +103,19 @@ type Reader struct {
 	// decode the config itself (it sits below package nodeprep, which
 	// does). Nil recognises none.
 	IsConfig func(doc []byte) bool
+	// Dir, when set, is where fsys is rooted as the user would name it
+	// ("manifests/" for os.DirFS of its absolute path): ReadFS's own
+	// errors name files by Dir joined with their fsys path, so that a
+	// message names the path the user gave. Sources are not changed.
+	Dir string
+}
+
+// display names the fsys path p in ReadFS's messages: joined to rd.Dir.
+func (rd Reader) display(p string) string {
+	if rd.Dir == "" {
+		return p
+	}
+	return filepath.Join(rd.Dir, filepath.FromSlash(p))
 }
 
 // KindNodeprepConfig is Skipped.Kind for a document Reader.IsConfig
@@ -137,7 +156,8 @@ func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 
 // lineError is an error whose message is one line: the decoders' messages
 // may span several (errors.Join, yaml's "unmarshal errors:\n  line 3: ..."),
-// and a report prints one finding per line.
+// and a report prints one finding per line. Each line goes through
+// Printable: the messages quote names and values from the manifest.
 type lineError struct{ err error }
 
 func (e lineError) Error() string {
@@ -153,7 +173,7 @@ func (e lineError) Error() string {
 				b.WriteString("; ")
 			}
 		}
-		b.WriteString(l)
+		b.WriteString(Printable(l)) // names and values quoted from the manifest
 	}
 	return b.String()
 }
@@ -183,9 +203,15 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 	if err := json.Unmarshal(js, &tm); err != nil {
 		return err
 	}
+	id := (&Object{Kind: tm.Kind, Name: tm.Metadata.Name, Namespace: tm.Metadata.Namespace}).ID()
 	strict := func(v any) error {
 		strictErrs, err := kjson.UnmarshalStrict(js, v)
 		if err != nil {
+			// The quantity parser's error names neither the field nor
+			// the value: find them.
+			if p, val, ok := badQuantity(js); ok {
+				return fmt.Errorf("%s: %s: %s is not a quantity (%w)", Printable(id), p, Printable(val), err)
+			}
 			return err
 		}
 		return errors.Join(strictErrs...)
@@ -204,6 +230,7 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 	}
 	o := Object{Source: src, Kind: tm.Kind}
 	var meta *metaRef
+	specPath := "spec.template.spec" // where the kind keeps its pod spec
 	switch tm.APIVersion + " " + tm.Kind {
 	case "v1 List":
 		var l struct {
@@ -251,12 +278,14 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 			return err
 		}
 		o.PodSpec, meta = &v.Spec.JobTemplate.Spec.Template.Spec, &metaRef{v.Name, v.Namespace}
+		specPath = "spec.jobTemplate.spec.template.spec"
 	case "v1 Pod":
 		var v corev1.Pod
 		if err := strict(&v); err != nil {
 			return err
 		}
 		o.PodSpec, meta = &v.Spec, &metaRef{v.Name, v.Namespace}
+		specPath = "spec"
 	case KEDAAPIVersion + " " + KindScaledJob:
 		var v ScaledJob
 		if err := strict(&v); err != nil {
@@ -266,6 +295,7 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 			return errors.New("ScaledJob has no spec.jobTargetRef")
 		}
 		o.ScaledJob, o.PodSpec, meta = &v, &v.Spec.JobTargetRef.Template.Spec, &metaRef{v.Name, v.Namespace}
+		specPath = "spec.jobTargetRef.template.spec"
 	case KEDAAPIVersion + " " + KindScaledObject:
 		var v ScaledObject
 		if err := strict(&v); err != nil {
@@ -278,21 +308,130 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 			return err
 		}
 		o.NodePool, meta = &v, &metaRef{v.Name, ""}
+		if err := checkGPUQuantity("spec.limits", v.Spec.Limits); err != nil {
+			return fmt.Errorf("%s: %w", Printable(id), err)
+		}
 	default:
 		*skip = append(*skip, Skipped{Source: src, APIVersion: tm.APIVersion, Kind: tm.Kind, Name: tm.Metadata.Name})
 		return nil
 	}
 	o.Name, o.Namespace = meta.name, meta.namespace
+	if o.PodSpec != nil {
+		if err := checkGPUQuantities(specPath, o.PodSpec); err != nil {
+			return fmt.Errorf("%s: %w", Printable(o.ID()), err)
+		}
+	}
 	*objs = append(*objs, o)
 	return nil
+}
+
+// checkGPUQuantities refuses a pod spec whose containers ask for a negative
+// or fractional nvidia.com/gpu: the API server refuses both (extended
+// resources are whole numbers, k8s.io/kubernetes pkg/apis/core/validation
+// ValidateResourceRequirements), so the manifest is malformed rather than
+// "no GPU". specPath is where the kind keeps the pod spec.
+func checkGPUQuantities(specPath string, ps *corev1.PodSpec) error {
+	for _, cs := range []struct {
+		field string
+		list  []corev1.Container
+	}{{"initContainers", ps.InitContainers}, {"containers", ps.Containers}} {
+		for i, ct := range cs.list {
+			for _, rl := range []struct {
+				field string
+				list  corev1.ResourceList
+			}{{"limits", ct.Resources.Limits}, {"requests", ct.Resources.Requests}} {
+				if err := checkGPUQuantity(fmt.Sprintf("%s.%s[%d].resources.%s", specPath, cs.field, i, rl.field), rl.list); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkGPUQuantity refuses a negative or fractional nvidia.com/gpu in rl;
+// field is rl's path in the object.
+func checkGPUQuantity(field string, rl corev1.ResourceList) error {
+	q, ok := rl[GPUResource]
+	if !ok {
+		return nil
+	}
+	if _, whole := q.AsInt64(); q.Sign() < 0 || !whole {
+		return fmt.Errorf("%s[%s]: %s: want a whole number of GPUs, 0 or more", field, GPUResource, q.String())
+	}
+	return nil
+}
+
+// badQuantity finds the first value (in key order) of a "limits" or
+// "requests" map anywhere in the JSON document js that
+// resource.ParseQuantity refuses, and returns its field path
+// ("spec.containers[0].resources.limits[nvidia.com/gpu]") and the value.
+func badQuantity(js []byte) (field, value string, ok bool) {
+	var v any
+	if json.Unmarshal(js, &v) != nil {
+		return "", "", false
+	}
+	var walk func(p string, v any) bool
+	walk = func(p string, v any) bool {
+		switch t := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(t))
+			for k := range t {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				kp := k
+				if p != "" {
+					kp = p + "." + k
+				}
+				if m, isMap := t[k].(map[string]any); isMap && (k == "limits" || k == "requests") {
+					names := make([]string, 0, len(m))
+					for n := range m {
+						names = append(names, n)
+					}
+					sort.Strings(names)
+					for _, n := range names {
+						s, isStr := m[n].(string)
+						if !isStr {
+							b, _ := json.Marshal(m[n]) // a value json.Unmarshal made
+							s = string(b)
+						}
+						if _, err := resource.ParseQuantity(s); err != nil {
+							field, value = fmt.Sprintf("%s[%s]", kp, Printable(n)), strconv.Quote(s)
+							return true
+						}
+					}
+				}
+				if walk(kp, t[k]) {
+					return true
+				}
+			}
+		case []any:
+			for i, x := range t {
+				if walk(fmt.Sprintf("%s[%d]", p, i), x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok = walk("", v)
+	return field, value, ok
 }
 
 type metaRef struct{ name, namespace string }
 
 // ReadFS reads name from fsys: a file with Read, or a directory whose
 // *.yaml, *.yml and *.json files (recursively, in lexical order) are each
-// read with Read. Sources are named by their path. Errors are Read's, or
-// reading fsys (marked fault.ErrUnavailable).
+// read with Read. Sources are named by their path. A symlink is followed.
+// Only regular files are opened: name, or a manifest-named entry of the
+// directory, that is a named pipe (whose open would block until a writer
+// comes), a socket, a device other than the null device (which reads as
+// empty), a dangling or looping symlink, or (for an
+// entry) a directory is malformed input (fault.ErrMalformed), each named,
+// and nothing is read. Other errors are Read's, or reading fsys (marked
+// fault.ErrUnavailable).
 func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	return Reader{}.ReadFS(fsys, name)
 }
@@ -301,26 +440,53 @@ func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	st, err := fs.Stat(fsys, name)
 	if err != nil {
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", name, err))
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), err))
 	}
 	var files []string
 	if !st.IsDir() {
+		if !st.Mode().IsRegular() && !isDevNull(st) {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: it is %s, not a regular file", rd.display(name), describeMode(st.Mode())))
+		}
 		files = []string{name}
 	} else {
+		var notRead []string
 		err := fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
+			if p == name {
+				return nil
+			}
 			switch path.Ext(p) {
 			case ".yaml", ".yml", ".json":
-				if d.Type().IsRegular() {
+			default:
+				return nil
+			}
+			switch {
+			case d.Type().IsRegular():
+				files = append(files, p)
+			case d.IsDir():
+				notRead = append(notRead, fmt.Sprintf("%q is a directory", rd.display(p)))
+			case d.Type()&fs.ModeSymlink != 0:
+				st, err := fs.Stat(fsys, p)
+				switch {
+				case err != nil:
+					notRead = append(notRead, fmt.Sprintf("%q is a symlink that does not resolve (%v)", rd.display(p), errors.Unwrap(err)))
+				case st.Mode().IsRegular():
 					files = append(files, p)
+				default:
+					notRead = append(notRead, fmt.Sprintf("%q is a symlink to %s", rd.display(p), describeMode(st.Mode())))
 				}
+			default:
+				notRead = append(notRead, fmt.Sprintf("%q is %s", rd.display(p), describeMode(d.Type())))
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", name, err))
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), err))
+		}
+		if len(notRead) > 0 {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: not regular files, not read: %s", rd.display(name), strings.Join(notRead, "; ")))
 		}
 	}
 	var (
@@ -330,7 +496,7 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	for _, f := range files {
 		fh, err := fsys.Open(f)
 		if err != nil {
-			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", f, err))
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", rd.display(f), err))
 		}
 		o, s, err := rd.Read(f, fh)
 		fh.Close()
@@ -340,4 +506,30 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 		objs, skip = append(objs, o...), append(skip, s...)
 	}
 	return objs, skip, nil
+}
+
+// describeMode names a file's type for messages: "a named pipe (FIFO)".
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return "not a regular file (mode " + m.String() + ")"
+}
+
+// isDevNull reports whether st is the null device (os.DevNull), which
+// reads as empty and never blocks: `check /dev/null` checks nothing.
+func isDevNull(st fs.FileInfo) bool {
+	null, err := os.Stat(os.DevNull)
+	return err == nil && st.Mode()&fs.ModeCharDevice != 0 && os.SameFile(st, null)
 }

@@ -3,10 +3,14 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
@@ -216,5 +220,119 @@ func TestReaderIsConfig(t *testing.T) {
 	}
 	if _, _, err := Read("dir/config.yaml", strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), "nodeprep's config") {
 		t.Errorf("without IsConfig: err = %v, want the config refused", err)
+	}
+}
+
+// TestReadBadQuantities: a quantity the parser refuses, and a negative or
+// fractional nvidia.com/gpu, are malformed input named by the object, the
+// field path and the value.
+func TestReadBadQuantities(t *testing.T) {
+	t.Parallel()
+	job := func(gpu string) string {
+		return "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\nspec: {template: {spec: {containers: [{name: c, image: i}, {name: d, image: i, resources: {requests: {cpu: 1, nvidia.com/gpu: " + gpu + "}}}]}}}\n"
+	}
+	tests := []struct{ doc, want string }{
+		{job(`"lots"`), `f.yaml#1: job/ns/j: spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: "lots" is not a quantity`},
+		{job("-3"), `job/ns/j: spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: -3: want a whole number of GPUs`},
+		{job("1.5"), `spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: 1500m: want a whole number`},
+		{job("2e-1"), `requests[nvidia.com/gpu]: 200m: want a whole number`},
+		{"apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '* * * * *', jobTemplate: {spec: {template: {spec: {initContainers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: -1}}}]}}}}}\n",
+			`cronjob/c: spec.jobTemplate.spec.template.spec.initContainers[0].resources.limits[nvidia.com/gpu]: -1`},
+		{"apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec: {template: {spec: {requirements: [], nodeClassRef: {group: g, kind: k, name: x}}}, limits: {nvidia.com/gpu: -4}}\n",
+			`nodepool/np: spec.limits[nvidia.com/gpu]: -4`},
+		{"apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec: {template: {spec: {requirements: [], nodeClassRef: {group: g, kind: k, name: x}}}, limits: {cpu: 1x}}\n",
+			`nodepool/np: spec.limits[cpu]: "1x" is not a quantity`},
+	}
+	for _, tt := range tests {
+		_, _, err := Read("f.yaml", strings.NewReader(tt.doc))
+		if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("got %v, want malformed naming %q", err, tt.want)
+		}
+	}
+	// Zero and whole numbers are fine.
+	for _, gpu := range []string{"0", "2", `"4"`} {
+		if _, _, err := Read("f.yaml", strings.NewReader(job(gpu))); err != nil {
+			t.Errorf("nvidia.com/gpu %s: %v", gpu, err)
+		}
+	}
+}
+
+// TestReadFSNotRegular: a named pipe, socket, device, dangling or looping
+// symlink, named or in a directory, is malformed input named by its path,
+// and nothing blocks on it; a symlink to a manifest is read; the null
+// device reads as empty.
+func TestReadFSNotRegular(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := []byte("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {template: {spec: {containers: [{name: c, image: i}]}}}\n")
+	mk := func(sub string) string {
+		d := filepath.Join(dir, sub)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "a.yaml"), job, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	fifo := mk("fifo")
+	if err := syscall.Mkfifo(filepath.Join(fifo, "f.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dangling := mk("dangling")
+	os.Symlink("missing.yaml", filepath.Join(dangling, "l.yaml"))
+	loop := mk("loop")
+	os.Symlink("l.yaml", filepath.Join(loop, "l.yaml"))
+	sock := mk("sock")
+	ln, err := net.Listen("unix", filepath.Join(sock, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	subdir := mk("subdir")
+	os.Mkdir(filepath.Join(subdir, "d.yaml"), 0o755)
+	linked := mk("linked")
+	os.Symlink("a.yaml", filepath.Join(linked, "b.yaml"))
+	os.Symlink("missing", filepath.Join(linked, "not-a-manifest")) // not a manifest name: ignored
+
+	fsys := os.DirFS(dir)
+	tests := []struct{ name, want string }{
+		{"fifo/f.yaml", `reading manifests "fifo/f.yaml": it is a named pipe (FIFO), not a regular file`},
+		{"fifo", `"fifo/f.yaml" is a named pipe (FIFO)`},
+		{"dangling", `"dangling/l.yaml" is a symlink that does not resolve (no such file or directory)`},
+		{"dangling/l.yaml", `reading manifests "dangling/l.yaml"`},
+		{"loop", `"loop/l.yaml" is a symlink that does not resolve (too many levels of symbolic links)`},
+		{"sock", `"sock/s.yaml" is a socket`},
+		{"sock/s.yaml", `it is a socket, not a regular file`},
+		{"subdir", `"subdir/d.yaml" is a directory`},
+	}
+	for _, tt := range tests {
+		done := make(chan error, 1)
+		go func() { _, _, err := ReadFS(fsys, tt.name); done <- err }()
+		select {
+		case err := <-done:
+			if !strings.Contains(fmt.Sprint(err), tt.want) {
+				t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+			}
+			kind := fault.ErrMalformed
+			if tt.name == "dangling/l.yaml" {
+				kind = fault.ErrUnavailable // a named dangling symlink is a missing file
+			}
+			if !errors.Is(err, kind) {
+				t.Errorf("%s: %v is not marked %v", tt.name, err, kind)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("ReadFS(%s) blocks", tt.name) // a hang guard, not a timing target
+		}
+	}
+	objs, _, err := ReadFS(fsys, "linked")
+	if err != nil || len(objs) != 2 || objs[1].Source != "linked/b.yaml#1" {
+		t.Errorf("linked: %v, %+v", err, objs)
+	}
+	if objs, skip, err := ReadFS(os.DirFS(filepath.Dir(os.DevNull)), filepath.Base(os.DevNull)); err != nil || len(objs)+len(skip) != 0 {
+		t.Errorf("%s: %v, %d objects", os.DevNull, err, len(objs))
+	}
+	if _, _, err := ReadFS(os.DirFS("/dev"), "zero"); !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "a character device") {
+		t.Errorf("/dev/zero: %v", err)
 	}
 }

@@ -118,12 +118,22 @@ func (o *RenderOptions) defaults() {
 // fallback (nodepool.yaml). All select the pool label and tolerate every
 // pool taint; the fallback's nodes carry the same label and taints. It
 // needs a pool label (Pool.Label): without one the error is marked
-// fault.ErrUsage.
+// fault.ErrUsage. An instance type CheckInstanceType refuses, or a
+// Prometheus address CheckPrometheusAddress refuses, is an error marked
+// fault.ErrMalformed (callers check them first to name the flag or key).
 func Render(opts RenderOptions) ([]Document, error) {
 	opts.defaults()
 	p := opts.Pool
 	if p.Label.Key == "" {
 		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: %w", ErrNoPoolLabel))
+	}
+	for _, it := range opts.FallbackInstanceTypes {
+		if err := CheckInstanceType(it); err != nil {
+			return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: fallback %w", err))
+		}
+	}
+	if err := CheckPrometheusAddress(opts.PrometheusAddress); err != nil {
+		return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: Prometheus address %w", err))
 	}
 	if opts.MaxGPUs < opts.GPUsPerJob {
 		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: --max-gpus %d is less than --gpus-per-job %d", opts.MaxGPUs, opts.GPUsPerJob))

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -25,6 +26,14 @@ func (c *checker) triggerRows(base Row, triggers []ScaleTrigger, requireReady bo
 			continue
 		}
 		q := t.Metadata["query"]
+		if err := QueryStructure(q); err != nil {
+			judged = true
+			why = append(why, fmt.Sprintf("trigger %d: query does not parse: %v", i+1, err))
+			fixes = append(fixes, fmt.Sprintf("fix trigger %d's query (its brackets and quotes); promtool or the Prometheus UI shows the full parse error", i+1))
+			// The broken query is the finding: no second one for the metric.
+			ready = ready || slices.ContainsFunc(MetricRefs(q), func(r MetricRef) bool { return r.Name == MetricReady })
+			continue
+		}
 		refs := MetricRefs(q)
 		if len(refs) > 0 {
 			judged = true
@@ -113,6 +122,75 @@ func MetricRefs(q string) []MetricRef {
 		}
 	}
 	return refs
+}
+
+// QueryStructure checks a PromQL query's structure: it is not empty, its
+// parentheses, braces and brackets nest and close, and its string literals
+// ("...", '...', `...`) end. It is not a PromQL parser (see MetricRefs for
+// why nodeprep has none): a query that passes may still be wrong, but one
+// that fails is refused by Prometheus (KEDA's trigger then reports errors).
+// The error names the offending character and its byte offset.
+func QueryStructure(q string) error {
+	if strings.TrimSpace(q) == "" {
+		return errors.New("the query is empty")
+	}
+	type open struct {
+		ch  byte
+		off int
+	}
+	var stack []open
+	closer := map[byte]byte{'(': ')', '{': '}', '[': ']'}
+	for i := 0; i < len(q); {
+		switch ch := q[i]; ch {
+		case '"', '\'', '`':
+			if !stringClosed(q, i) {
+				return fmt.Errorf("the string starting at offset %d is not closed", i)
+			}
+			i = skipString(q, i)
+			continue
+		case '#':
+			// A comment runs to the end of the line (PromQL lexer).
+			for i < len(q) && q[i] != '\n' {
+				i++
+			}
+			continue
+		case '(', '{', '[':
+			stack = append(stack, open{ch, i})
+		case ')', '}', ']':
+			if len(stack) == 0 {
+				return fmt.Errorf("%q at offset %d closes nothing", ch, i)
+			}
+			top := stack[len(stack)-1]
+			if closer[top.ch] != ch {
+				return fmt.Errorf("%q at offset %d does not close %q at offset %d", ch, i, top.ch, top.off)
+			}
+			stack = stack[:len(stack)-1]
+		}
+		i++
+	}
+	if len(stack) > 0 {
+		top := stack[len(stack)-1]
+		return fmt.Errorf("%q at offset %d is not closed", top.ch, top.off)
+	}
+	return nil
+}
+
+// stringClosed reports whether the string literal starting at q[i] has its
+// closing quote (skipString returns len(q) both for a literal that ends on
+// the last byte and for one that never ends). Backquoted strings have no
+// escapes (PromQL follows Go).
+func stringClosed(q string, i int) bool {
+	quote := q[i]
+	for j := i + 1; j < len(q); j++ {
+		if q[j] == '\\' && quote != '`' {
+			j++
+			continue
+		}
+		if q[j] == quote {
+			return true
+		}
+	}
+	return false
 }
 
 // selectorLabels reads the label names of a selector starting after '{'

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +18,6 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
 
@@ -114,7 +114,8 @@ address, image) are REPLACE_ME placeholders, each marked with a comment.
 
 -o json prints the documents as one JSON list instead (without the comments;
 check reads it back); -o yaml is the YAML stream, as text. --out writes YAML
-files and takes no -o json.`,
+files and takes no -o json; it replaces all four or, on any failure (exit 73),
+none.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -147,11 +148,24 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	cc := g.cfg.Cluster
 	var nc cluster.NodeClassRef
 	if s := flagOr(fs, "node-class", o.nodeClass, cc.NodeClass); s != "" {
-		parts := strings.Split(s, "/")
-		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-			return fault.Usage(fmt.Errorf("--node-class %q: want group/kind/name", s))
+		if nc, err = cluster.ParseNodeClass(s); err != nil {
+			return g.badValue(fs, "node-class", "cluster.nodeClass", err)
 		}
-		nc = cluster.NodeClassRef{Group: parts[0], Kind: parts[1], Name: parts[2]}
+	}
+	instanceTypes := flagOr(fs, "fallback-instance-types", o.fallbackInstanceTypes, cc.FallbackInstanceTypes)
+	if fs.Changed("fallback-instance-types") && len(instanceTypes) == 0 {
+		return fault.Usage(errors.New(`--fallback-instance-types "": give one or more instance types, or leave the flag out for the placeholder`))
+	}
+	for _, it := range instanceTypes {
+		if err := cluster.CheckInstanceType(it); err != nil {
+			return g.badValue(fs, "fallback-instance-types", "cluster.fallbackInstanceTypes", err)
+		}
+	}
+	prometheus := flagOr(fs, "prometheus-address", o.prometheus, cc.PrometheusAddress)
+	if prometheus != "" {
+		if err := cluster.CheckPrometheusAddress(prometheus); err != nil {
+			return g.badValue(fs, "prometheus-address", "cluster.prometheusAddress", err)
+		}
 	}
 	// --max-gpus has no flag default, so that help says its default once.
 	maxGPUs := o.maxGPUs
@@ -172,10 +186,10 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		Image:                 o.image,
 		GPUsPerJob:            o.gpusPerJob,
 		MaxGPUs:               maxGPUs,
-		FallbackInstanceTypes: flagOr(fs, "fallback-instance-types", o.fallbackInstanceTypes, cc.FallbackInstanceTypes),
+		FallbackInstanceTypes: instanceTypes,
 		CapacityTypes:         o.capacityTypes,
 		NodeClass:             nc,
-		PrometheusAddress:     flagOr(fs, "prometheus-address", o.prometheus, cc.PrometheusAddress),
+		PrometheusAddress:     prometheus,
 		HealthInterval:        o.healthInterval,
 		ConsolidateAfter:      o.consolidateAfter,
 	})
@@ -194,20 +208,28 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		return nil
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return fault.CantWrite(fmt.Errorf("creating --out %q: %w", o.out, err))
-	}
-	dir, err := hostfs.New(o.out)
+	paths, err := cluster.WriteFiles(o.out, docs)
 	if err != nil {
 		return err
 	}
-	for _, d := range docs {
-		if err := dir.WriteFile("/"+d.File, d.Data, hostfs.WriteOptions{Mode: 0o644}); err != nil {
-			return err
-		}
-		fmt.Fprintf(g.streams.Out, "wrote %s\n", filepath.Join(o.out, d.File))
+	for _, p := range paths {
+		fmt.Fprintf(g.streams.Out, "wrote %s\n", p)
 	}
 	return nil
+}
+
+// badValue is err about a value from the flag name when the command line
+// set it (a usage error, exit 2), else about the config file's key (its
+// value is malformed input, exit 65).
+func (g *globals) badValue(fs *pflag.FlagSet, flag, key string, err error) error {
+	if fs.Changed(flag) {
+		return fault.Usage(fmt.Errorf("--%s: %w", flag, err))
+	}
+	name := g.configPath
+	if name == "" {
+		name = nodeprep.DefaultConfigPath
+	}
+	return fault.Malformed(fmt.Errorf("reading config %q: %s: %w", name, key, err))
 }
 
 type clusterCheckOptions struct {
@@ -230,7 +252,9 @@ metrics nodeprep exports. nodeprep's own config (a config.yaml next to the
 manifests) is recognised and skipped; a JSON list of documents (render -o json)
 is read item by item. It prints a table, object × pool, and exits 1 on any ✗
 or when it judged nothing (no manifests, or none about the pool), 2 without a
-pool label.`,
+pool label, 65 for malformed input: a manifest that does not decode, or a
+FIFO, socket, device or dangling symlink where a manifest file should be
+(only regular files are read).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fault.Usage(fmt.Errorf("cluster check takes one argument, FILE|DIR|- (a manifest file, a directory of *.yaml, *.yml and *.json files, or - for stdin); got %d", len(args)))
@@ -271,12 +295,18 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 	)
 	rd := cluster.Reader{IsConfig: isConfig}
 	if src == "-" {
-		objs, skip, err = rd.Read("stdin", g.streams.In)
+		in, stop := cancelableReader(cmd.Context(), g.streams.In)
+		defer stop()
+		objs, skip, err = rd.Read("stdin", in)
+		if cerr := cmd.Context().Err(); cerr != nil {
+			return fmt.Errorf("cluster check: cancelled while reading stdin (%w); nothing was checked", cerr)
+		}
 	} else {
 		abs, aerr := filepath.Abs(src)
 		if aerr != nil {
 			return fault.Usage(fmt.Errorf("manifests %q: %w", src, aerr))
 		}
+		rd.Dir = filepath.Dir(filepath.Clean(src)) // errors name the path as given
 		objs, skip, err = rd.ReadFS(os.DirFS(filepath.Dir(abs)), filepath.Base(abs))
 	}
 	if err != nil {
@@ -290,12 +320,27 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 		if src == "-" {
 			src = "stdin"
 		}
-		return fault.CheckFailed(fmt.Errorf("cluster check: %s: nothing was checked", nothingIn(src, objs, skip)))
+		return fault.CheckFailed(fmt.Errorf("cluster check: %s: nothing was checked", nothingIn(cluster.Printable(src), objs, skip)))
 	}
 	if !rep.OK {
 		return silent(fault.CheckFailed(errors.New("cluster check: a manifest does not match the nodes")))
 	}
 	return nil
+}
+
+// cancelableReader returns a reader of r whose Read returns as soon as ctx
+// is done (SIGTERM or SIGINT), even while a Read of r blocks (an idle pipe
+// or terminal on stdin): r is copied through a pipe by a goroutine, and
+// ctx closes the pipe's read end. stop releases the context hook; the
+// goroutine ends with r, or at its next write after the pipe is closed.
+func cancelableReader(ctx context.Context, r io.Reader) (io.Reader, func()) {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err) // nil: EOF for the reader
+	}()
+	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(context.Cause(ctx)) })
+	return pr, func() { stop(); pr.Close() }
 }
 
 // nothingIn says why a check judged nothing: no manifests in src at all,
@@ -315,8 +360,15 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 		_, err := fmt.Fprintln(w, "FAILED: nothing was checked")
 		return err
 	}
+	// Names come from the manifests: escape what a terminal would not show
+	// as itself (a U+202E in a name would reorder the line).
+	esc := cluster.Printable
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "OBJECT\tROLE\t%s\n", strings.Join(upper(r.Columns), "\t"))
+	cols := make([]string, len(r.Columns))
+	for i, c := range r.Columns {
+		cols[i] = esc(strings.ToUpper(c))
+	}
+	fmt.Fprintf(tw, "OBJECT\tROLE\t%s\n", strings.Join(cols, "\t"))
 	var notes []string
 	for _, row := range r.Rows {
 		cells := make([]string, 0, len(row.Cells))
@@ -325,13 +377,13 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 			case cluster.VerdictOK:
 				cells = append(cells, "✓")
 			case cluster.VerdictFail:
-				notes = append(notes, fmt.Sprintf("[%d] %s on %s (%s):\n    %s\n    fix: %s", len(notes)+1, row.Object, c.Column, row.Source, c.Reason, c.Fix))
+				notes = append(notes, fmt.Sprintf("[%d] %s on %s (%s):\n    %s\n    fix: %s", len(notes)+1, esc(row.Object), esc(c.Column), esc(row.Source), esc(c.Reason), esc(c.Fix)))
 				cells = append(cells, fmt.Sprintf("✗ [%d]", len(notes)))
 			default:
 				cells = append(cells, "–")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", row.Object, row.Role, strings.Join(cells, "\t"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", esc(row.Object), row.Role, strings.Join(cells, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -367,12 +419,4 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 	}
 	_, err := fmt.Fprintln(w, verdict)
 	return err
-}
-
-func upper(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strings.ToUpper(s)
-	}
-	return out
 }

@@ -2,11 +2,20 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -296,4 +305,294 @@ func TestClusterHelpDefaults(t *testing.T) {
 	if n < 10 {
 		t.Fatalf("visited %d flags", n)
 	}
+}
+
+// runGuarded runs nodeprep with args and stdin under ctx and fails the
+// test if it has not returned after a minute: a hang guard, not a timing
+// target.
+func runGuarded(t *testing.T, ctx context.Context, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		root, _ := newRootCommand(IOStreams{In: stdin, Out: &out, ErrOut: &errOut})
+		root.SetArgs(args)
+		err := root.ExecuteContext(ctx)
+		done <- report(&errOut, err)
+	}()
+	select {
+	case code = <-done:
+		return out.String(), errOut.String(), code
+	case <-time.After(time.Minute):
+		t.Fatalf("%v does not return", args)
+		return "", "", 0
+	}
+}
+
+// TestClusterCheckNotRegular: check refuses a named pipe, named or in a
+// directory, and a directory's dangling symlink, with exit 65 naming the
+// path, instead of blocking in open().
+func TestClusterCheckNotRegular(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	dir := filepath.Join(t.TempDir(), "d1")
+	os.Mkdir(dir, 0o755)
+	copyFile(t, filepath.Join(clusterCorpus, "seed-sku", "manifests.yaml"), filepath.Join(dir, "a.yaml"))
+	fifo := filepath.Join(dir, "f.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{fifo, dir} {
+		_, errOut, code := runGuarded(t, context.Background(), strings.NewReader(""), "--config", cfg, "cluster", "check", src)
+		if code != 65 || !strings.Contains(errOut, "f.yaml") || !strings.Contains(errOut, "a named pipe (FIFO)") {
+			t.Errorf("%s: exit %d, want 65 naming the FIFO\n%s", src, code, errOut)
+		}
+	}
+	os.Remove(fifo)
+	os.Symlink("gone.yaml", filepath.Join(dir, "l.yaml"))
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", dir); code != 65 || !strings.Contains(errOut, `l.yaml" is a symlink that does not resolve`) {
+		t.Errorf("dangling symlink: exit %d, want 65 naming it\n%s", code, errOut)
+	}
+}
+
+// TestClusterCheckStdinCancelled: `check -` on a stdin that never sends
+// anything returns when the command's context is cancelled (SIGTERM and
+// SIGINT cancel it), saying so.
+func TestClusterCheckStdinCancelled(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	pr, pw := io.Pipe() // an idle stdin: nothing written, never closed
+	defer pw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	out, errOut, code := runGuarded(t, ctx, pr, "--config", cfg, "cluster", "check", "-")
+	if code != 1 || !strings.Contains(errOut, "cancelled while reading stdin") || out != "" {
+		t.Errorf("exit %d, want 1 saying it was cancelled\n%s%s", code, out, errOut)
+	}
+}
+
+// TestClusterCheckEscapesNames: a name holding a right-to-left override or
+// an escape sequence is printed escaped in the table and its notes.
+func TestClusterCheckEscapesNames(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	manifest := "apiVersion: batch/v1\nkind: Job\nmetadata: {name: \"evil\u202egpj\", namespace: \"n\\x1b[31m\"}\n" +
+		"spec: {template: {spec: {containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]}}}\n"
+	out, errOut, code := clusterRun(t, manifest, "--config", cfg, "cluster", "check", "-")
+	if code != 1 || !strings.Contains(out, `job/n\x1b[31m/evil\u202egpj`) || strings.ContainsAny(out, "\u202e\x1b") {
+		t.Errorf("exit %d, want the names escaped\n%s%s", code, out, errOut)
+	}
+}
+
+// TestClusterCheckBadGPUQuantity: a negative GPU request is malformed input
+// naming the object and the field, not "no GPU request".
+func TestClusterCheckBadGPUQuantity(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	for gpu, want := range map[string]string{
+		"-3":     `job/default/j: spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]: -3: want a whole number`,
+		`"lots"`: `job/default/j: spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]: "lots" is not a quantity`,
+	} {
+		manifest := "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: default}\n" +
+			"spec: {template: {spec: {containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: " + gpu + "}}}]}}}\n"
+		if _, errOut, code := clusterRun(t, manifest, "--config", cfg, "cluster", "check", "-"); code != 65 || !strings.Contains(errOut, "stdin#1: "+want) {
+			t.Errorf("nvidia.com/gpu %s: exit %d, want 65 naming %q\n%s", gpu, code, want, errOut)
+		}
+	}
+}
+
+// TestClusterRenderBadValues: a bad instance type, Prometheus address or
+// node class is exit 65 naming the config key when it comes from the
+// config file, exit 2 naming the flag when it comes from the command line,
+// and nothing is written.
+func TestClusterRenderBadValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	config := func(cluster string) string {
+		p := filepath.Join(dir, fmt.Sprintf("config%d.yaml", len(cluster)))
+		os.WriteFile(p, []byte("join: {labels: [payload=task_runner]}\ncluster:\n"+cluster), 0o644)
+		return p
+	}
+	good := config("  poolLabel: payload=task_runner\n")
+	out := filepath.Join(dir, "out")
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--config", config("  fallbackInstanceTypes: [\"\"]\n")}, 65, `cluster.fallbackInstanceTypes: instance type "" is empty`},
+		{[]string{"--config", config("  fallbackInstanceTypes: [\"g5.xlarge\\nx\"]\n")}, 65, `cluster.fallbackInstanceTypes: instance type "g5.xlarge\nx"`},
+		{[]string{"--config", config("  prometheusAddress: not a url\n")}, 65, `cluster.prometheusAddress: "not a url": want an absolute http:// or https:// URL`},
+		{[]string{"--config", config("  prometheusAddress: http://\n")}, 65, `cluster.prometheusAddress: "http://": the URL has no host`},
+		{[]string{"--config", config("  nodeClass: a/b\n")}, 65, `cluster.nodeClass: "a/b": want group/kind/name`},
+		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", "a b"}, 2, `--fallback-instance-types: instance type "a b"`},
+		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", ""}, 2, `--fallback-instance-types "": give one or more`},
+		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", "a,"}, 2, `--fallback-instance-types: instance type "" is empty`},
+		{[]string{"--config", good, "cluster", "render", "--prometheus-address", "ftp://p:9090"}, 2, `--prometheus-address: "ftp://p:9090": want an absolute http`},
+		{[]string{"--config", good, "cluster", "render", "--node-class", "a/b/c d"}, 2, `--node-class: "a/b/c d": whitespace`},
+	}
+	for _, tt := range tests {
+		args := tt.args
+		if len(args) == 2 {
+			args = append(args, "cluster", "render")
+		}
+		args = append(args, "--out", out)
+		stdout, errOut, code := clusterRun(t, "", args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, want %d naming %q\n%s%s", args, code, tt.code, tt.want, stdout, errOut)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v: --out made: %v", args, err)
+		}
+	}
+}
+
+// TestClusterRenderOutAllOrNothing: when one target cannot be replaced (a
+// symlink, an immutable file, a directory), render exits 73 naming its
+// full path and every old file is as it was; a new --out directory is not
+// left behind.
+func TestClusterRenderOutAllOrNothing(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	files := []string{"device-plugin-values.yaml", "job.yaml", "scaledjob.yaml", "nodepool.yaml"}
+	setup := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "out")
+		os.Mkdir(dir, 0o755)
+		for _, f := range files {
+			os.WriteFile(filepath.Join(dir, f), []byte("old "+f), 0o600)
+		}
+		return dir
+	}
+	unchanged := func(t *testing.T, dir string, skip string) {
+		t.Helper()
+		for _, f := range files {
+			if f == skip {
+				continue
+			}
+			if data, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(data) != "old "+f {
+				t.Errorf("%s changed: %q %v", f, data, err)
+			}
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != len(files) {
+			t.Errorf("%d entries in --out, want %d (no temporary or backup files)", len(ents), len(files))
+		}
+	}
+	t.Run("symlink", func(t *testing.T) {
+		t.Parallel()
+		dir := setup(t)
+		target := filepath.Join(dir, "scaledjob.yaml")
+		os.Remove(target)
+		os.Symlink("/etc/passwd", target)
+		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
+		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it is a symlink") {
+			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
+		}
+		unchanged(t, dir, "scaledjob.yaml")
+	})
+	t.Run("directory", func(t *testing.T) {
+		t.Parallel()
+		dir := setup(t)
+		target := filepath.Join(dir, "nodepool.yaml")
+		os.Remove(target)
+		os.Mkdir(target, 0o755)
+		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
+		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it is a directory") {
+			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
+		}
+		unchanged(t, dir, "nodepool.yaml")
+	})
+	t.Run("immutable", func(t *testing.T) {
+		t.Parallel()
+		dir := setup(t)
+		target := filepath.Join(dir, "scaledjob.yaml")
+		if out, err := exec.Command("chattr", "+i", target).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i (needs root and a file system with the flag): %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("chattr", "-i", target).Run() })
+		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
+		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it cannot be replaced (immutable") {
+			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
+		}
+		unchanged(t, dir, "")
+	})
+	t.Run("new directory", func(t *testing.T) {
+		t.Parallel()
+		parent := t.TempDir()
+		os.Chmod(parent, 0o500)
+		t.Cleanup(func() { os.Chmod(parent, 0o755) })
+		dir := filepath.Join(parent, "out")
+		if os.Geteuid() == 0 {
+			// root writes anyway: make the failure a symlink-free clash instead
+			os.Chmod(parent, 0o755)
+			os.WriteFile(filepath.Join(parent, "blocker"), nil, 0o644)
+			dir = filepath.Join(parent, "blocker", "out")
+		}
+		if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir); code != 73 || !strings.Contains(errOut, strconv.Quote(dir)) {
+			t.Errorf("exit %d, want 73 naming %s\n%s", code, dir, errOut)
+		}
+	})
+	t.Run("replaces all", func(t *testing.T) {
+		t.Parallel()
+		dir := setup(t)
+		out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		for _, f := range files {
+			p := filepath.Join(dir, f)
+			st, err := os.Stat(p)
+			if err != nil || st.Mode().Perm() != 0o600 || !strings.Contains(out, "wrote "+p+"\n") {
+				t.Errorf("%s: %v, mode %v (want the old file's 0600)", f, err, st.Mode())
+			}
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != len(files) {
+			t.Errorf("%d entries, want %d", len(ents), len(files))
+		}
+	})
+}
+
+// TestClusterCheckStdinSIGTERM: the real binary, `check -` on an idle pipe,
+// ends on SIGTERM with exit 1 saying it was cancelled. A SIGTERM that lands
+// before the process installs its handler kills it outright; that try is
+// repeated (it says nothing about the read).
+func TestClusterCheckStdinSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Binary(t)
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	for try := 0; try < 5; try++ {
+		cmd := exec.Command(bin, "--config", cfg, "cluster", "check", "-")
+		stdin, err := cmd.StdinPipe() // kept open and idle
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatal("check - did not end on SIGTERM") // a hang guard, not a timing target
+		}
+		stdin.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("exit: %v, want status 1", err)
+		}
+		if ee.ExitCode() == -1 { // killed by the signal: it came too early
+			continue
+		}
+		if ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "cancelled while reading stdin") {
+			t.Errorf("exit %d, want 1 saying cancelled\n%s", ee.ExitCode(), stderr.String())
+		}
+		return
+	}
+	t.Fatal("every SIGTERM came before the handler was installed")
 }
