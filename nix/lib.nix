@@ -533,22 +533,8 @@ rec {
     opts:
     let
       o = normalize opts;
-      s = o.settings;
-      metricsFile = metricsFileOf o;
-      opt = cond: list: if cond then list else [ ];
     in
-    [
-      "up"
-      "--config=${o.configFile}"
-    ]
-    ++ opt (o.vulkanLoader != null && !hasAttrByPath [ "selftest" "vulkanLoader" ] s) [
-      "--vulkan-loader=${o.vulkanLoader}"
-    ]
-    ++ opt (o.eglLib != null && !hasAttrByPath [ "selftest" "eglLib" ] s) [ "--egl-lib=${o.eglLib}" ]
-    ++ opt (o.nvmlLib != null && !hasAttrByPath [ "nvml" "library" ] s) [ "--nvml-lib=${o.nvmlLib}" ]
-    ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFile}" ]
-    ++ map (a: "--k3s-arg=${a}") (k3sArgs o)
-    ++ o.extraArgs;
+    commonArgs "up" opts ++ map (a: "--k3s-arg=${a}") (k3sArgs o) ++ o.extraArgs;
 
   # The directories `nodeprep up` writes, for ReadWritePaths= under
   # ProtectSystem=strict: the CDI spec's directory (/run/cdi, owned by
@@ -599,16 +585,19 @@ rec {
   # The arguments of `nodeprep health`: the same config file and libraries
   # as `up`, and the metrics file, but no k3s arguments and no extraArgs
   # (those are `up`'s flags).
-  healthExecArgs =
-    opts:
+  healthExecArgs = commonArgs "health";
+
+  # The arguments `up` and `health` share: the command, the config file,
+  # the libraries `settings` does not set, the metrics file.
+  commonArgs =
+    command: opts:
     let
       o = normalize opts;
       s = o.settings;
-      metricsFile = metricsFileOf o;
       opt = cond: list: if cond then list else [ ];
     in
     [
-      "health"
+      command
       "--config=${o.configFile}"
     ]
     ++ opt (o.vulkanLoader != null && !hasAttrByPath [ "selftest" "vulkanLoader" ] s) [
@@ -616,7 +605,7 @@ rec {
     ]
     ++ opt (o.eglLib != null && !hasAttrByPath [ "selftest" "eglLib" ] s) [ "--egl-lib=${o.eglLib}" ]
     ++ opt (o.nvmlLib != null && !hasAttrByPath [ "nvml" "library" ] s) [ "--nvml-lib=${o.nvmlLib}" ]
-    ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFile}" ];
+    ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFileOf o}" ];
 
   # What `nodeprep health` writes: /run/nodeprep (lock), the status file's
   # directory and the metrics directory; never the CDI spec or the drop-in.
