@@ -60,8 +60,9 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	if err := u.preflight(); err != nil {
 		return nil, err
 	}
-	expected, baselineErr := expectedGPUs(host, opts.StatusFile)
-	u.report.ExpectedGPUs = expected
+	base, baselineErr := bootBaseline(host, opts.StatusFile)
+	u.report.ExpectedGPUs = base.gpus
+	u.report.BootReady, u.report.BootVerdict = &base.ready, base.verdict
 	for i, name := range []string{StageInventory, StageCDI, StageSelftest, StageJoin} {
 		u.stages[i].Name = name
 	}
@@ -78,6 +79,14 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 		})
 		u.opts.StatusFile = ""
 		u.report.StatusFile = ""
+	} else if !base.ready {
+		// health re-checks a node `up` made ready; it does not undo a
+		// verdict `up` reached (a spec it could not patch, a k3s input
+		// it refused): k3s stays down until `up` passes.
+		stopped = u.run(iInventory, func(st *StageResult) error {
+			st.Summary = "the node did not come up"
+			return fault.CheckFailed(fmt.Errorf("the last nodeprep up left the node not ready (%s); health does not undo that: fix it and run nodeprep up", base.verdict))
+		})
 	} else {
 		stopped = u.run(iInventory, u.healthInventory)
 	}
@@ -94,31 +103,51 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	return r, u.writeOutputs()
 }
 
-// expectedGPUs reads the GPUs the node booted with from the last report:
-// its expectedGPUs, else its inventory's UUIDs. A missing file gives none.
-func expectedGPUs(host *hostfs.Root, statusFile string) ([]string, error) {
+// baseline is what health judges against: the GPUs the node booted with
+// and the verdict of the `up` that booted it.
+type baseline struct {
+	gpus    []string
+	ready   bool
+	verdict string
+}
+
+// bootBaseline reads the baseline from the last report in the status file:
+// an `up` report's expectedGPUs (else its inventory's UUIDs) and verdict,
+// or what a `health` report carried forward (expectedGPUs, bootReady,
+// bootVerdict). Errors: no status file (no `up` has run), a file that does
+// not parse as a report (torn, or a field of the wrong type), and a report
+// that records no GPU: in each case health cannot tell a lost GPU.
+func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	if statusFile == "" {
-		return nil, nil
+		return baseline{}, errors.New("no status file is configured")
 	}
 	data, err := host.ReadFile(statusFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return baseline{}, fmt.Errorf("%s does not exist: nodeprep up has not run", statusFile)
 	}
 	if err != nil {
-		return nil, err
+		return baseline{}, err
 	}
 	var prev Report
 	if err := json.Unmarshal(data, &prev); err != nil { // a torn file, or "expectedGPUs": 10
-		return nil, fmt.Errorf("reading status %q: %w", statusFile, err)
+		return baseline{}, fmt.Errorf("reading status %q: %w", statusFile, err)
 	}
-	if len(prev.ExpectedGPUs) > 0 || prev.Inventory == nil {
-		return prev.ExpectedGPUs, nil
+	b := baseline{gpus: prev.ExpectedGPUs, ready: prev.Ready, verdict: prev.Verdict}
+	if prev.Command == "health" {
+		if prev.BootReady == nil {
+			return baseline{}, fmt.Errorf("%s: a health report without the verdict of the up before it", statusFile)
+		}
+		b.ready, b.verdict = *prev.BootReady, prev.BootVerdict
 	}
-	var out []string
-	for _, g := range prev.Inventory.GPUs {
-		out = append(out, g.UUID)
+	if len(b.gpus) == 0 && prev.Command == "" && prev.Inventory != nil {
+		for _, g := range prev.Inventory.GPUs {
+			b.gpus = append(b.gpus, g.UUID)
+		}
 	}
-	return out, nil
+	if len(b.gpus) == 0 {
+		return baseline{}, fmt.Errorf("%s records no GPU", statusFile)
+	}
+	return b, nil
 }
 
 // healthInventory is the inventory stage plus the baseline: a GPU the node

@@ -56,37 +56,53 @@ func TestMetricLabels(t *testing.T) {
 	}
 }
 
-// TestExpectedGPUs: health's baseline is the last report's expectedGPUs,
-// else (a status file from before the field) its inventory's UUIDs; no
-// status file means no baseline.
-func TestExpectedGPUs(t *testing.T) {
+// TestBootBaseline: health's baseline is the last up report's
+// expectedGPUs (else its inventory's UUIDs) and verdict, or what a health
+// report carried forward; no status file, a torn one, one that records no
+// GPU, or a health report without the boot verdict are errors.
+func TestBootBaseline(t *testing.T) {
 	t.Parallel()
 	host := upHost(t, "nixos-h200")
-	if got, err := expectedGPUs(host, "/run/nodeprep/status.json"); err != nil || got != nil {
-		t.Fatalf("no status file: %v, %v", got, err)
+	const file = "/run/nodeprep/status.json"
+	if _, err := bootBaseline(host, file); err == nil {
+		t.Fatal("no status file: no error")
 	}
 	inv, err := gpu.Simulate("dgx-a100")
 	if err != nil {
 		t.Fatal(err)
 	}
+	no, yes := false, true
 	for _, tt := range []struct {
-		report Report
-		want   int
+		name    string
+		report  any
+		gpus    int
+		ready   bool
+		wantErr bool
 	}{
-		{Report{Inventory: inv}, len(inv.GPUs)},
-		{Report{Inventory: inv, ExpectedGPUs: []string{"GPU-1"}}, 1},
+		{"up, inventory only", Report{Ready: true, Inventory: inv}, len(inv.GPUs), true, false},
+		{"up, expectedGPUs", Report{Ready: true, Inventory: inv, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
+		{"up not ready", Report{Ready: false, Verdict: "not ready: cdi failed", ExpectedGPUs: []string{"GPU-1"}}, 1, false, false},
+		{"health carries the boot verdict", Report{Command: "health", Ready: true, BootReady: &no, ExpectedGPUs: []string{"GPU-1"}}, 1, false, false},
+		{"health, ready boot", Report{Command: "health", Ready: false, BootReady: &yes, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
+		{"health without boot verdict", Report{Command: "health", Ready: true, ExpectedGPUs: []string{"GPU-1"}}, 0, false, true},
+		{"empty object", map[string]any{}, 0, false, true},
+		{"no GPU recorded", Report{Ready: true, ExpectedGPUs: []string{}}, 0, false, true},
+		{"wrong type", map[string]any{"expectedGPUs": 10}, 0, false, true},
 	} {
 		data, _ := json.Marshal(tt.report)
-		if err := host.WriteFile("/run/nodeprep/status.json", data, hostfs.WriteOptions{Mode: 0o644, MkdirAll: true}); err != nil {
+		if err := host.WriteFile(file, data, hostfs.WriteOptions{Mode: 0o644, MkdirAll: true}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := expectedGPUs(host, "/run/nodeprep/status.json")
-		if err != nil || len(got) != tt.want {
-			t.Errorf("expectedGPUs = %v, %v; want %d", got, err, tt.want)
+		b, err := bootBaseline(host, file)
+		switch {
+		case tt.wantErr && err == nil:
+			t.Errorf("%s: no error", tt.name)
+		case !tt.wantErr && (err != nil || len(b.gpus) != tt.gpus || b.ready != tt.ready):
+			t.Errorf("%s: %+v, %v; want %d GPUs, ready %v", tt.name, b, err, tt.gpus, tt.ready)
 		}
 	}
-	host.WriteFile("/run/nodeprep/status.json", []byte("{"), hostfs.WriteOptions{Mode: 0o644})
-	if _, err := expectedGPUs(host, "/run/nodeprep/status.json"); err == nil {
+	host.WriteFile(file, []byte("{"), hostfs.WriteOptions{Mode: 0o644})
+	if _, err := bootBaseline(host, file); err == nil {
 		t.Error("a torn status file gave no error")
 	}
 }

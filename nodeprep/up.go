@@ -115,6 +115,11 @@ type Report struct {
 	// ExpectedGPUs are the UUIDs of the GPUs the node booted with (the
 	// inventory of the last `up`), which `health` requires still present.
 	ExpectedGPUs []string `json:"expectedGPUs,omitempty" yaml:"expectedGPUs,omitempty"`
+	// BootReady and BootVerdict are, in a `health` report, the verdict of
+	// the `up` the node booted with, carried from report to report: a node
+	// `up` did not make ready is never ready by health.
+	BootReady   *bool  `json:"bootReady,omitempty" yaml:"bootReady,omitempty"`
+	BootVerdict string `json:"bootVerdict,omitempty" yaml:"bootVerdict,omitempty"`
 	// Ready is true when the node may join: every stage ok, or the
 	// self-test failed under PolicyTaint (then Tainted is true).
 	Ready   bool `json:"ready" yaml:"ready"`

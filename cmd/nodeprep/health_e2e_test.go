@@ -80,7 +80,7 @@ func TestHealth(t *testing.T) {
 func TestHealthUnreadableBaseline(t *testing.T) {
 	icd, egl := lavapipe(t)
 	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
-	for _, status := range []string{`{"ready": tr`, `{"expectedGPUs": 10}`} {
+	for _, status := range []string{`{"ready": tr`, `{"expectedGPUs": 10}`, `{}`, `null`, `{"ready": true, "expectedGPUs": []}`} {
 		root := hostCopy(t, "nixos-h200")
 		prom := "/run/nodeprep/nodeprep.prom"
 		file := filepath.Join(root, "run/nodeprep/status.json")
@@ -100,5 +100,33 @@ func TestHealthUnreadableBaseline(t *testing.T) {
 		if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
 			t.Errorf("%s: metrics:\n%s", status, m)
 		}
+	}
+}
+
+// TestHealthAfterBlockedUp: health does not undo up's verdict: after an up
+// that left the node not ready (a spec it could not patch), health is not
+// ready either, and stays so from report to report.
+func TestHealthAfterBlockedUp(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	root := hostCopy(t, "broken-no-icd")
+	prom := "/run/nodeprep/m.prom"
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 1 {
+		t.Fatalf("up on broken-no-icd: exit %d, want 1\n%s", r.code, r.stdout)
+	}
+	for i := 0; i < 2; i++ {
+		r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+		if r.code != 1 || !strings.Contains(r.stdout, "the last nodeprep up left the node not ready") {
+			t.Errorf("health run %d after a blocked up: exit %d, want 1\n%s%s", i+1, r.code, r.stdout, r.stderr)
+		}
+		if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
+			t.Errorf("health run %d: metrics:\n%s", i+1, m)
+		}
+	}
+	// Without any status file (no up this boot) health is not ready.
+	root = hostCopy(t, "nixos-h200")
+	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 1 || !strings.Contains(r.stdout, "nodeprep up has not run") {
+		t.Errorf("health with no status file: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
