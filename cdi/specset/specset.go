@@ -146,7 +146,9 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 			if ext := filepath.Ext(e.Name()); ext != ".json" && ext != ".yaml" {
 				continue
 			}
-			st, err := os.Stat(filepath.Join(p, e.Name()))
+			// host.Stat re-roots an absolute link (environment.etc links
+			// a spec into /nix/store) as the runtime on the host sees it.
+			st, err := host.Stat(path.Join(d, e.Name()))
 			if err == nil && !st.Mode().IsRegular() && !st.IsDir() {
 				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name()))
 			}
@@ -174,6 +176,30 @@ func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error)
 		return nil, nil, fmt.Errorf("loading CDI specs from %s: %w", strings.Join(dirs, ", "), err)
 	}
 	return cache, machine, nil
+}
+
+// distinctDirs drops from dirs each directory that a later one names again
+// through a link (/var/run/cdi and /run/cdi on a host where /var/run is a
+// link to /run): the runtime reads it twice, and the later reading wins
+// every device, so it counts once, at the later place.
+func distinctDirs(host *hostfs.Root, dirs []string) []string {
+	var out []string
+	for i, d := range dirs {
+		later := slices.ContainsFunc(dirs[i+1:], func(e string) bool { return resolved(host, e) == resolved(host, d) })
+		if !later {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// resolved is the host path p leads to, links followed under the root;
+// p itself when it cannot be resolved (a directory that does not exist).
+func resolved(host *hostfs.Root, p string) string {
+	if r, err := host.Resolve(p); err == nil {
+		return r
+	}
+	return path.Clean(p)
 }
 
 // scanned is one spec file of the view as Load read it.
@@ -207,14 +233,16 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 	if len(dirs) == 0 {
 		dirs = DefaultDirs
 	}
-	machine, files, err := scanDirs(host, dirs)
+	dirs = distinctDirs(host, dirs)
+	_, files, err := scanDirs(host, dirs)
 	if err != nil {
 		return nil, err
 	}
 	v := &View{Dirs: slices.Clone(dirs), Named: named, loaded: map[string]*specs.Spec{}, refused: map[string]error{}}
 	namedIn := -1
+	namedDir := resolved(host, path.Dir(named))
 	for i, d := range dirs {
-		if path.Dir(named) == path.Clean(d) {
+		if namedDir == resolved(host, d) {
 			namedIn = i
 		}
 	}
@@ -227,11 +255,21 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 	for prio, names := range files {
 		for _, name := range names {
 			hp := path.Join(dirs[prio], name)
-			data, err := hostfs.ReadRegularFile(filepath.Join(machine[prio], name))
+			if namedIn == prio && path.Base(named) == name {
+				hp = named // the same file, by the path nodeprep was given
+			}
+			data, err := host.ReadFile(hp)
 			v.bytes += len(data)
 			var raw *specs.Spec
 			if err == nil {
 				raw, err = cdi.ParseSpec(data)
+				if err != nil && hp != named {
+					// The runtime reads other specs with the library's
+					// parser, which takes the first YAML document.
+					if lib, lerr := cdilib.ParseSpec(data); lerr == nil && lib != nil {
+						raw, err = lib, nil
+					}
+				}
 			}
 			data = nil
 			if err == nil && (validateNamed || hp != named) {
@@ -269,8 +307,11 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		if hp == named {
 			continue // the named spec's own checks report it
 		}
-		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeInvalidSpec,
-			Message: fmt.Sprintf("the CDI library refuses %s: %v", hp, err)})
+		// The runtime skips a spec it refuses and serves the rest: pods
+		// asking for that file's devices fail, GPU pods served by the
+		// other specs do not. A warning, not a reason to block the node.
+		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodeInvalidSpec,
+			Message: fmt.Sprintf("the runtime skips %s, which the CDI library refuses: %v; pods asking for its devices fail", hp, err)})
 	}
 
 	for _, s := range all {

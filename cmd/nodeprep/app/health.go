@@ -48,6 +48,9 @@ unavailable, 73 an output could not be written.`,
 
 func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
+	if err := o.inv.check(fs); err != nil { // a bad --simulate is a usage error before anything runs
+		return err
+	}
 	st, err := o.selftestFlags.options(g, fs, o.inv.simulate != "")
 	if err != nil {
 		return err

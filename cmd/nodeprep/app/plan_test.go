@@ -212,3 +212,52 @@ func TestEmptySimulateIsUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestViewAsTheRuntimeReadsIt: the CDI view follows the host's links as
+// the runtime on the host does (an absolute link in /etc/cdi re-rooted,
+// /run/cdi and /var/run/cdi one directory), and a spec the runtime would
+// skip, of another vendor, warns without blocking the GPU node.
+func TestViewAsTheRuntimeReadsIt(t *testing.T) {
+	t.Parallel()
+	write := func(t *testing.T, root, rel, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("absolute link re-rooted", func(t *testing.T) {
+		t.Parallel()
+		root := hostCopy(t, "nixos-h200")
+		os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755)
+		if err := os.Symlink("/var/run/cdi/nvidia-container-toolkit.json", filepath.Join(root, "etc/cdi/nvidia.json")); err != nil {
+			t.Fatal(err)
+		}
+		out, _, _ := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200")
+		if strings.Contains(out, "invalid-spec") || !strings.Contains(out, "/etc/cdi/nvidia.json is shadowed") {
+			t.Errorf("want the linked copy read (and shadowed), not refused:\n%s", out)
+		}
+	})
+	t.Run("one directory by two names", func(t *testing.T) {
+		t.Parallel()
+		root := hostCopy(t, "nixos-h200")
+		twice, _, _ := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200", "--spec-dir", "/run/cdi", "--spec-dir", "/var/run/cdi")
+		once, _, _ := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200")
+		if twice != once || strings.Contains(twice, "shadowed") {
+			t.Errorf("/run/cdi and /var/run/cdi counted twice:\n%s\nwant as with the defaults:\n%s", twice, once)
+		}
+	})
+	t.Run("another vendor's spec", func(t *testing.T) {
+		t.Parallel()
+		root := hostCopy(t, "nixos-h200")
+		// Two YAML documents: the library reads the first, as the runtime does.
+		write(t, root, "etc/cdi/fpga.yaml", "cdiVersion: 0.5.0\nkind: vendor.example/fpga\ndevices:\n- name: f0\n  containerEdits:\n    env: [A=1]\n---\nx: 1\n")
+		write(t, root, "etc/cdi/broken.json", "{\"cdiVersion\": ")
+		out, stderr, code := runCLI(t, "--root", root, "up", "--simulate", "dgx-h200", "--allow-cpu-adapter")
+		if code != ExitOK || strings.Contains(out, "fpga.yaml") || !strings.Contains(out, "the runtime skips /etc/cdi/broken.json") {
+			t.Errorf("exit %d; want ready, nothing about fpga.yaml, a warning for broken.json:\n%s%s", code, out, stderr)
+		}
+	})
+}
