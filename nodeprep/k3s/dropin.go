@@ -173,6 +173,9 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	if err := checkAbs("config file", loc.ConfigPath, loc.Source); err != nil {
 		return nil, err
 	}
+	if err := checkExplicit(root, loc); err != nil {
+		return nil, err
+	}
 	r := &Result{
 		Warnings:     []string{},
 		ConfigPath:   loc.ConfigPath,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path"
 	"strings"
@@ -53,6 +54,9 @@ func (o Options) Locate() Location {
 		for _, flag := range []string{"--config", "-c"} {
 			if a == flag && i+1 < len(words) {
 				return Location{words[i+1], SourceArgs}
+			}
+			if a == flag { // the last word: k3s refuses a flag with no value
+				return Location{"", SourceArgs}
 			}
 			if v, ok := strings.CutPrefix(a, flag+"="); ok {
 				return Location{v, SourceArgs}
@@ -228,6 +232,21 @@ func checkAbs(what, p, source string) error {
 	return fault.Malformed(fmt.Errorf("k3s %s %q (from %s): want an absolute path", what, p, source))
 }
 
+// checkExplicit refuses a config file that $K3S_CONFIG_FILE or --config
+// names and that does not exist: k3s reads only its default file as
+// optional (pkg/configfilearg: a missing file that was asked for is a
+// fatal error), so the node would not start at all, and nodeprep's
+// drop-in beside it would never be read. fault.ErrMalformed.
+func checkExplicit(root *hostfs.Root, loc Location) error {
+	if loc.Source != EnvConfigFile && loc.Source != SourceArgs {
+		return nil
+	}
+	if _, err := root.Stat(loc.ConfigPath); errors.Is(err, fs.ErrNotExist) {
+		return fault.Malformed(fmt.Errorf("k3s config file %q (from %s) does not exist: k3s refuses to start without a config file it was given", loc.ConfigPath, loc.Source))
+	}
+	return nil
+}
+
 // View is k3s's effective configuration as nodeprep needs it: where k3s
 // reads its config, its data-dir, and the merged keys. Read builds it;
 // Plan reports the same facts in its Result.
@@ -247,6 +266,9 @@ type View struct {
 func Read(root *hostfs.Root, o Options) (*View, error) {
 	v := &View{Location: o.Locate()}
 	if err := checkAbs("config file", v.ConfigPath, v.Source); err != nil {
+		return nil, err
+	}
+	if err := checkExplicit(root, v.Location); err != nil {
 		return nil, err
 	}
 	files, err := ReadFiles(root, v.ConfigPath)

@@ -203,6 +203,16 @@ func TestJoinConfigFile(t *testing.T) {
 func TestJoinK3sConfigEnv(t *testing.T) {
 	t.Setenv("K3S_CONFIG_FILE", "/etc/custom/k3s.yaml")
 	root := joinHost(t, nil)
+	// k3s refuses to start when the file it was given does not exist.
+	if _, errOut, code := joinRun(t, root, "--gfd-labels=false"); code != ExitMalformed || !strings.Contains(errOut, "k3s refuses to start") {
+		t.Fatalf("missing K3S_CONFIG_FILE: exit %d, stderr %s", code, errOut)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/custom"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/custom/k3s.yaml"), []byte("node-label: [site=lab]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, errOut, code := joinRun(t, root, "--gfd-labels=false"); code != 0 {
 		t.Fatalf("exit %d, stderr %s", code, errOut)
 	}
