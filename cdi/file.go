@@ -105,7 +105,7 @@ func readSpec(host *hostfs.Root, specPath string) ([]byte, error) {
 		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: it is a dangling link to %s: %w", specPath, target, err))
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w (has nvidia-container-toolkit-cdi-generator.service, nvidia-ctk cdi generate, run)", specPath, err))
+		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w (the generator has not run yet: nvidia-container-toolkit-cdi-generator.service on NixOS, nvidia-ctk cdi generate elsewhere)", specPath, err))
 	}
 	if err != nil {
 		return nil, fault.Unavailable(fmt.Errorf("reading CDI spec %q: %w", specPath, err))

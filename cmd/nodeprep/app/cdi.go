@@ -170,6 +170,16 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 	default:
 		verb = "would be patched, " + count(len(res.Changes), "change") + " (dry run: nothing written)"
 	}
+	relChanges, relSpecs := 0, 0
+	for _, rel := range res.Related {
+		if len(rel.Changes) > 0 {
+			relChanges += len(rel.Changes)
+			relSpecs++
+		}
+	}
+	if relChanges > 0 && (res.Written || res.Findings.Errors() == 0) {
+		verb += fmt.Sprintf(", and %s in %s the runtime also serves GPUs from", count(relChanges, "change"), count(relSpecs, "other spec"))
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", res.Spec, verb)
 	if res.Findings.Errors() > 0 && !res.Written {

@@ -54,7 +54,7 @@ func TestCDIExitCodes(t *testing.T) {
 		{name: "no-icd", scenario: "broken-no-icd", args: []string{"cdi", "patch"}, want: 1, stdout: "no-icd-on-host"},
 		{name: "missing-spec", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
 			os.Remove(filepath.Join(root, specRel))
-		}, want: 69, stderr: "has nvidia-container-toolkit-cdi-generator.service"},
+		}, want: 69, stderr: "the generator has not run yet: nvidia-container-toolkit-cdi-generator.service on NixOS"},
 		{name: "malformed", scenario: "broken-malformed-spec", args: []string{"cdi", "patch"}, want: 65, stderr: "reading CDI spec"},
 		{name: "empty-device", scenario: "broken-empty-device", args: []string{"cdi", "patch"}, want: 65, stderr: "device demo1 has no container edits"},
 		{name: "bad-config", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
