@@ -34,8 +34,8 @@ func run(args []string) int {
 	return exitCode(err)
 }
 
-// exitCode is nodeprep's mapping (cmd/nodeprep/app.ExitCode, DESIGN.md
-// "Exit codes") for the only kinds a child returns: a usage error (a bad
+// exitCode is nodeprep's mapping (cmd/nodeprep/app.ExitCode,
+// docs/exit-codes.md) for the only kinds a child returns: a usage error (a bad
 // command line or request) is 2; a report that could not be written, or
 // the crash report that could not be installed, is 1. The protocol test
 // (cmd/nodeprep-probe) checks both entry points exit alike.

@@ -53,6 +53,9 @@ func Parse(argv []string) (Args, error) {
 		return Args{}, fault.Usage(fmt.Errorf("want a child command (%s or %s)", Probe, Inventory))
 	}
 	a := Args{Command: argv[0]}
+	if a.Command == "-h" || a.Command == "--help" || a.Command == "help" {
+		return Args{}, fault.Usage(fmt.Errorf("this is nodeprep's child for driver calls (%s, %s), started by nodeprep itself; it is not for manual use: run nodeprep selftest or nodeprep inspect", Probe, Inventory))
+	}
 	if a.Command != Probe && a.Command != Inventory {
 		return Args{}, fault.Usage(fmt.Errorf("unknown child command %q: want %s or %s", a.Command, Probe, Inventory))
 	}

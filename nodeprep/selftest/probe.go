@@ -163,8 +163,17 @@ func decodeRequest(request string, req *ProbeRequest) error {
 	if err := dec.Decode(req); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the request", ErrBadRequest)
+	}
 	if req.API != APIVulkan && req.API != APIEGL {
 		return fmt.Errorf("%w: api %q: want vulkan or egl", ErrBadRequest, req.API)
+	}
+	if req.Library == "" { // dlopen("") would return the program itself
+		return fmt.Errorf("%w: no library to load", ErrBadRequest)
+	}
+	if req.FenceTimeoutMS < 0 {
+		return fmt.Errorf("%w: fenceTimeoutMs %d: want 0 (the default) or more", ErrBadRequest, req.FenceTimeoutMS)
 	}
 	return nil
 }
