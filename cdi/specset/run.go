@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -141,6 +142,14 @@ func PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
 // read again from disk: a plan needs their bytes to write nothing when
 // nothing changes.
 func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, error) {
+	for _, s := range v.Specs {
+		if s.Path != v.Named || s.Kind == "" {
+			continue
+		}
+		if _, gpu := GPURole(s.Kind); !gpu {
+			return nil, fault.Malformed(fmt.Errorf("patching CDI spec %q: its kind is %s, not an NVIDIA GPU kind (nvidia.com/gpu, nvidia.com/gpu.*, %s/*): nodeprep adds the NVIDIA driver's graphics files only to those", v.Named, s.Kind, PluginVendor))
+		}
+	}
 	// The plans parse the specs again; the view's parses would only
 	// double a big spec in memory.
 	v.loaded = nil

@@ -136,6 +136,9 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
+		if st, serr := os.Stat(p); serr == nil && !st.IsDir() {
+			return nil, nil, fault.Malformed(fmt.Errorf("CDI spec directory %q is not a directory", d))
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("loading CDI specs from %q: %w", d, err)
 		}
