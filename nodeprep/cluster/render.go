@@ -339,9 +339,9 @@ starts min(queue length, %d) Jobs, and only while the pool is down.`, npName, ma
 	}
 	if err := add("nodepool.yaml", fmt.Sprintf(`The fallback: a Karpenter NodePool with the pool's label %s and taints (%s).
 No replicas: zero nodes until a pending pod needs one; consolidationPolicy WhenEmpty removes
-a node %s after its last Job ends (running Jobs are not disrupted). limits caps nvidia.com/gpu at %d.
+a node %s its last Job ends (running Jobs are not disrupted). limits caps nvidia.com/gpu at %d.
 nodeClassRef and the instance types are your cloud's: replace the placeholders.`,
-		p.Label, strings.Join(taintList, ", "), shortDuration(*opts.ConsolidateAfter), opts.MaxGPUs), np); err != nil {
+		p.Label, strings.Join(taintList, ", "), afterLastJob(*opts.ConsolidateAfter), opts.MaxGPUs), np); err != nil {
 		return nil, err
 	}
 	return docs, nil
@@ -476,4 +476,13 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// afterLastJob says when the NodePool removes an empty node, for its
+// header: "5m after", or "as soon as" for consolidateAfter 0s.
+func afterLastJob(d time.Duration) string {
+	if d == 0 {
+		return "as soon as"
+	}
+	return shortDuration(d) + " after"
 }
