@@ -3,17 +3,20 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
 
@@ -517,4 +520,60 @@ func FuzzPrintable(f *testing.F) {
 			t.Fatalf("Printable(%q) = %q is not stable", s, p)
 		}
 	})
+}
+
+// TestRenderValues: Render refuses, as malformed input naming the value,
+// a bad name, namespace, image or capacity type and a negative or
+// fractional-second duration; consolidateAfter nil is the 5m default and
+// zero is rendered as Karpenter's 0s, which check reads back.
+func TestRenderValues(t *testing.T) {
+	t.Parallel()
+	d := func(s string) *time.Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &v
+	}
+	pool := seedPool(t)
+	for _, tt := range []struct {
+		opts RenderOptions
+		want string
+	}{
+		{RenderOptions{Name: "x/y"}, `name "x/y": a lowercase RFC 1123 subdomain`},
+		{RenderOptions{Namespace: "Bad_NS"}, `namespace "Bad_NS": a lowercase RFC 1123 label`},
+		{RenderOptions{Image: "bad image ref"}, `image "bad image ref": whitespace`},
+		{RenderOptions{Image: "img\u202e"}, `image "img\u202e": whitespace or control`},
+		{RenderOptions{CapacityTypes: []string{"spot", "bogus"}}, `capacity type "bogus": want one of on-demand, spot, reserved`},
+		{RenderOptions{HealthInterval: -time.Minute}, `health interval -1m0s: want a positive duration`},
+		{RenderOptions{ConsolidateAfter: d("-1m")}, `consolidateAfter -1m0s: want 0s or a positive duration`},
+		{RenderOptions{ConsolidateAfter: d("1.5s")}, `consolidateAfter 1.5s: want whole seconds`},
+	} {
+		tt.opts.Pool = pool
+		if _, err := Render(tt.opts); !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: err = %v, want malformed naming %q", tt.opts, err, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		after *time.Duration
+		want  string
+	}{{nil, "5m"}, {d("0s"), "0s"}, {d("1h30m"), "1h30m"}, {d("90s"), "1m30s"}} {
+		docs, err := Render(RenderOptions{Pool: pool, ConsolidateAfter: tt.after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, _, err := Read("render.yaml", bytes.NewReader(Join(docs)))
+		if err != nil {
+			t.Fatalf("consolidateAfter %s: check refuses render's output: %v", tt.want, err)
+		}
+		var got []string
+		for _, o := range objs {
+			if o.NodePool != nil {
+				got = append(got, o.NodePool.Spec.Disruption.ConsolidateAfter)
+			}
+		}
+		if len(got) != 1 || got[0] != tt.want {
+			t.Errorf("consolidateAfter %v: rendered %q, want %q", tt.after, got, tt.want)
+		}
+	}
 }

@@ -17,10 +17,11 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 // Well-known node labels the kubelet and Karpenter set (k8s.io/api
 // core/v1 well_known_labels.go; Karpenter pkg/apis/v1 labels.go).
 const (
-	labelOS       = "kubernetes.io/os"
-	labelArch     = "kubernetes.io/arch"
-	labelHostname = "kubernetes.io/hostname"
-	labelNodePool = "karpenter.sh/nodepool"
+	labelOS           = "kubernetes.io/os"
+	labelArch         = "kubernetes.io/arch"
+	labelHostname     = "kubernetes.io/hostname"
+	labelNodePool     = "karpenter.sh/nodepool"
+	labelCapacityType = "karpenter.sh/capacity-type"
 )
 
 // ErrNoPoolLabel is the error Render returns, and a caller of Check should

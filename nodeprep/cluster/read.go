@@ -118,6 +118,18 @@ func (rd Reader) display(p string) string {
 	return filepath.Join(rd.Dir, filepath.FromSlash(p))
 }
 
+// pathErr returns err with the path of an *fs.PathError in it named as
+// display names it: fsys paths are relative ("nope" for the user's
+// "/nope"), and a message must name the path the user gave. Other errors
+// come back as they are.
+func (rd Reader) pathErr(err error) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return &fs.PathError{Op: pe.Op, Path: rd.display(pe.Path), Err: pe.Err}
+}
+
 // KindNodeprepConfig is Skipped.Kind for a document Reader.IsConfig
 // recognised as nodeprep's config.
 const KindNodeprepConfig = "NodeprepConfig"
@@ -308,7 +320,10 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 			return err
 		}
 		o.NodePool, meta = &v, &metaRef{v.Name, ""}
-		if err := checkGPUQuantity("spec.limits", v.Spec.Limits); err != nil {
+		if err := checkGPUQuantity(js, []any{"spec", "limits"}, v.Spec.Limits); err != nil {
+			return fmt.Errorf("%s: %w", Printable(id), err)
+		}
+		if err := checkNodePoolValues(&v); err != nil {
 			return fmt.Errorf("%s: %w", Printable(id), err)
 		}
 	default:
@@ -317,7 +332,7 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 	}
 	o.Name, o.Namespace = meta.name, meta.namespace
 	if o.PodSpec != nil {
-		if err := checkGPUQuantities(specPath, o.PodSpec); err != nil {
+		if err := checkGPUQuantities(js, specPath, o.PodSpec); err != nil {
 			return fmt.Errorf("%s: %w", Printable(o.ID()), err)
 		}
 	}
@@ -325,12 +340,43 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 	return nil
 }
 
+// checkNodePoolValues refuses a NodePool whose
+// spec.disruption.consolidateAfter Karpenter's CRD refuses
+// (CheckConsolidateAfter: a negative or fractional duration), or whose
+// karpenter.sh/capacity-type requirement (In or NotIn) names a value that
+// is not a capacity type (CheckCapacityType): the CRD's schema lets such a
+// value through, but no offering has it, so an In requirement never
+// launches a node.
+func checkNodePoolValues(np *NodePool) error {
+	if d := np.Spec.Disruption; d != nil && d.ConsolidateAfter != "" {
+		if err := CheckConsolidateAfter(d.ConsolidateAfter); err != nil {
+			return fmt.Errorf("spec.disruption.%w", err)
+		}
+	}
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key != labelCapacityType || (r.Operator != corev1.NodeSelectorOpIn && r.Operator != corev1.NodeSelectorOpNotIn) {
+			continue
+		}
+		for _, v := range r.Values {
+			if err := CheckCapacityType(v); err != nil {
+				return fmt.Errorf("spec.template.spec.requirements[%d]: %s", i, Printable(err.Error()))
+			}
+		}
+	}
+	return nil
+}
+
 // checkGPUQuantities refuses a pod spec whose containers ask for a negative
 // or fractional nvidia.com/gpu: the API server refuses both (extended
 // resources are whole numbers, k8s.io/kubernetes pkg/apis/core/validation
 // ValidateResourceRequirements), so the manifest is malformed rather than
-// "no GPU". specPath is where the kind keeps the pod spec.
-func checkGPUQuantities(specPath string, ps *corev1.PodSpec) error {
+// "no GPU". js is the object's JSON (where the message finds the value as
+// written) and specPath is where the kind keeps the pod spec, dotted.
+func checkGPUQuantities(js []byte, specPath string, ps *corev1.PodSpec) error {
+	var base []any
+	for _, k := range strings.Split(specPath, ".") {
+		base = append(base, k)
+	}
 	for _, cs := range []struct {
 		field string
 		list  []corev1.Container
@@ -340,7 +386,8 @@ func checkGPUQuantities(specPath string, ps *corev1.PodSpec) error {
 				field string
 				list  corev1.ResourceList
 			}{{"limits", ct.Resources.Limits}, {"requests", ct.Resources.Requests}} {
-				if err := checkGPUQuantity(fmt.Sprintf("%s.%s[%d].resources.%s", specPath, cs.field, i, rl.field), rl.list); err != nil {
+				at := append(append([]any{}, base...), cs.field, i, "resources", rl.field)
+				if err := checkGPUQuantity(js, at, rl.list); err != nil {
 					return err
 				}
 			}
@@ -350,16 +397,69 @@ func checkGPUQuantities(specPath string, ps *corev1.PodSpec) error {
 }
 
 // checkGPUQuantity refuses a negative or fractional nvidia.com/gpu in rl;
-// field is rl's path in the object.
-func checkGPUQuantity(field string, rl corev1.ResourceList) error {
+// at is rl's path in the object's JSON js: keys (string) and list indexes
+// (int). The message names the field and the value as the manifest wrote
+// it ("1.5", not the parsed quantity's canonical "1500m").
+func checkGPUQuantity(js []byte, at []any, rl corev1.ResourceList) error {
 	q, ok := rl[GPUResource]
 	if !ok {
 		return nil
 	}
-	if _, whole := q.AsInt64(); q.Sign() < 0 || !whole {
-		return fmt.Errorf("%s[%s]: %s: want a whole number of GPUs, 0 or more", field, GPUResource, q.String())
+	if _, whole := q.AsInt64(); q.Sign() >= 0 && whole {
+		return nil
 	}
-	return nil
+	var field strings.Builder
+	for _, k := range at {
+		switch k := k.(type) {
+		case int:
+			fmt.Fprintf(&field, "[%d]", k)
+		case string:
+			if field.Len() > 0 {
+				field.WriteByte('.')
+			}
+			field.WriteString(k)
+		}
+	}
+	written, ok := rawValue(js, append(at, string(GPUResource)))
+	if !ok {
+		written = q.String() // not found as written: the parsed value
+	}
+	return fmt.Errorf("%s[%s]: %s: want a whole number of GPUs, 0 or more", field.String(), GPUResource, Printable(written))
+}
+
+// rawValue returns the scalar at path (keys and list indexes) in the JSON
+// document js as written: a string's contents, or a number's digits
+// ("1.5", "2e-1"). ok is false when path does not lead to a scalar.
+func rawValue(js []byte, path []any) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", false
+	}
+	for _, k := range path {
+		switch k := k.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "", false
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k < 0 || k >= len(l) {
+				return "", false
+			}
+			v = l[k]
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	}
+	return "", false
 }
 
 // badQuantity finds the first value (in key order) of a "limits" or
@@ -424,7 +524,9 @@ type metaRef struct{ name, namespace string }
 
 // ReadFS reads name from fsys: a file with Read, or a directory whose
 // *.yaml, *.yml and *.json files (recursively, in lexical order) are each
-// read with Read. Sources are named by their path. A symlink is followed.
+// read with Read. The walk does not descend into hidden directories (a
+// name starting with ".": .git, .github), whose files are not manifests to
+// apply; hidden files in the directories it reads are read. Sources are named by their path. A symlink is followed.
 // Only regular files are opened: name, or a manifest-named entry of the
 // directory, that is a named pipe (whose open would block until a writer
 // comes), a socket, a device other than the null device (which reads as
@@ -440,7 +542,7 @@ func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	st, err := fs.Stat(fsys, name)
 	if err != nil {
-		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), err))
+		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), rd.pathErr(err)))
 	}
 	var files []string
 	if !st.IsDir() {
@@ -456,6 +558,9 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 			}
 			if p == name {
 				return nil
+			}
+			if d.IsDir() && strings.HasPrefix(d.Name(), ".") {
+				return fs.SkipDir // .git, .github, an editor's state: not manifests
 			}
 			switch path.Ext(p) {
 			case ".yaml", ".yml", ".json":
@@ -483,7 +588,7 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), err))
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), rd.pathErr(err)))
 		}
 		if len(notRead) > 0 {
 			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: not regular files, not read: %s", rd.display(name), strings.Join(notRead, "; ")))
@@ -496,7 +601,7 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	for _, f := range files {
 		fh, err := fsys.Open(f)
 		if err != nil {
-			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", rd.display(f), err))
+			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", rd.display(f), rd.pathErr(err)))
 		}
 		o, s, err := rd.Read(f, fh)
 		fh.Close()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -225,7 +226,7 @@ func TestReaderIsConfig(t *testing.T) {
 
 // TestReadBadQuantities: a quantity the parser refuses, and a negative or
 // fractional nvidia.com/gpu, are malformed input named by the object, the
-// field path and the value.
+// field path and the value as written (1.5, not the parser's 1500m).
 func TestReadBadQuantities(t *testing.T) {
 	t.Parallel()
 	job := func(gpu string) string {
@@ -234,8 +235,10 @@ func TestReadBadQuantities(t *testing.T) {
 	tests := []struct{ doc, want string }{
 		{job(`"lots"`), `f.yaml#1: job/ns/j: spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: "lots" is not a quantity`},
 		{job("-3"), `job/ns/j: spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: -3: want a whole number of GPUs`},
-		{job("1.5"), `spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: 1500m: want a whole number`},
-		{job("2e-1"), `requests[nvidia.com/gpu]: 200m: want a whole number`},
+		{job("1.5"), `spec.template.spec.containers[1].resources.requests[nvidia.com/gpu]: 1.5: want a whole number`},
+		{job("2e-1"), `requests[nvidia.com/gpu]: 0.2: want a whole number`}, // a YAML number reaches JSON as YAML's value
+		{job(`"2e-1"`), `requests[nvidia.com/gpu]: 2e-1: want a whole number`},
+		{job(`"1500m"`), `requests[nvidia.com/gpu]: 1500m: want a whole number`},
 		{"apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '* * * * *', jobTemplate: {spec: {template: {spec: {initContainers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: -1}}}]}}}}}\n",
 			`cronjob/c: spec.jobTemplate.spec.template.spec.initContainers[0].resources.limits[nvidia.com/gpu]: -1`},
 		{"apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: np}\nspec: {template: {spec: {requirements: [], nodeClassRef: {group: g, kind: k, name: x}}}, limits: {nvidia.com/gpu: -4}}\n",
@@ -334,5 +337,59 @@ func TestReadFSNotRegular(t *testing.T) {
 	}
 	if _, _, err := ReadFS(os.DirFS("/dev"), "zero"); !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "a character device") {
 		t.Errorf("/dev/zero: %v", err)
+	}
+}
+
+// TestReadFSSkipsHiddenDirs: a directory read descends into subdirectories
+// but not hidden ones (.git), whose manifest-named files, even broken ones,
+// are not read; a hidden file in a read directory is read.
+func TestReadFSSkipsHiddenDirs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := func(name string) []byte {
+		return []byte("apiVersion: batch/v1\nkind: Job\nmetadata: {name: " + name + "}\nspec: {template: {spec: {containers: [{name: c, image: i}]}}}\n")
+	}
+	files := map[string][]byte{
+		"m/a.yaml":               job("a"),
+		"m/sub/b.yml":            job("b"),
+		"m/.c.yaml":              job("c"),
+		"m/.git/config.yaml":     []byte("{not: [yaml"),
+		"m/.git/refs/d.json":     job("d"),
+		"m/sub/.cache/e.yaml":    job("e"),
+		"m/sub/.hidden.d/f.yaml": job("f"),
+	}
+	for p, data := range files {
+		p = filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs, _, err := ReadFS(os.DirFS(dir), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Name)
+	}
+	if want := []string{"c", "a", "b"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("read %q, want %q (no hidden directory)", got, want)
+	}
+}
+
+// TestReadFSNamesPathAsGiven: a missing path is named as the user gave it,
+// leading slash included, in the whole message.
+func TestReadFSNamesPathAsGiven(t *testing.T) {
+	t.Parallel()
+	rd := Reader{Dir: "/"}
+	_, _, err := rd.ReadFS(os.DirFS("/"), "nodeprep-test-nope")
+	if !errors.Is(err, fault.ErrUnavailable) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("err = %v, want unavailable, not exist", err)
+	}
+	if msg := err.Error(); strings.Count(msg, "/nodeprep-test-nope") != 2 || strings.Contains(msg, " nodeprep-test-nope") {
+		t.Errorf("err = %q, want /nodeprep-test-nope named as given throughout", msg)
 	}
 }

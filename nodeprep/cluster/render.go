@@ -57,10 +57,14 @@ type RenderOptions struct {
 	PrometheusAddress string
 	// HealthInterval is how often `nodeprep health` runs on the nodes
 	// (services.nodeprep.health.interval); a node whose last run is older
-	// than three intervals counts as not ready. Default 5m.
+	// than three intervals counts as not ready. Zero takes the default,
+	// 5m; negative is an error.
 	HealthInterval time.Duration
-	// ConsolidateAfter is the NodePool's disruption.consolidateAfter; default 5m.
-	ConsolidateAfter time.Duration
+	// ConsolidateAfter is the NodePool's disruption.consolidateAfter,
+	// written in whole seconds, minutes and hours; nil takes the default,
+	// 5m. Zero is Karpenter's "0s" (remove an empty node at once) and is
+	// rendered as such; negative is an error.
+	ConsolidateAfter *time.Duration
 }
 
 // Document is one rendered file.
@@ -103,11 +107,12 @@ func (o *RenderOptions) defaults() {
 	if o.PrometheusAddress == "" {
 		o.PrometheusAddress = "http://" + Placeholder + "-prometheus.monitoring.svc:9090"
 	}
-	if o.HealthInterval <= 0 {
+	if o.HealthInterval == 0 {
 		o.HealthInterval = 5 * time.Minute
 	}
-	if o.ConsolidateAfter <= 0 {
-		o.ConsolidateAfter = 5 * time.Minute
+	if o.ConsolidateAfter == nil {
+		d := 5 * time.Minute
+		o.ConsolidateAfter = &d
 	}
 }
 
@@ -118,14 +123,33 @@ func (o *RenderOptions) defaults() {
 // fallback (nodepool.yaml). All select the pool label and tolerate every
 // pool taint; the fallback's nodes carry the same label and taints. It
 // needs a pool label (Pool.Label): without one the error is marked
-// fault.ErrUsage. An instance type CheckInstanceType refuses, or a
-// Prometheus address CheckPrometheusAddress refuses, is an error marked
-// fault.ErrMalformed (callers check them first to name the flag or key).
+// fault.ErrUsage. A value its Check function refuses (CheckName,
+// CheckNamespace, CheckImage, CheckInstanceType, CheckCapacityType,
+// CheckPrometheusAddress), a negative HealthInterval or ConsolidateAfter,
+// or a ConsolidateAfter or HealthInterval that is not whole seconds, is an
+// error marked fault.ErrMalformed (callers check them first to name the
+// flag or key).
 func Render(opts RenderOptions) ([]Document, error) {
 	opts.defaults()
 	p := opts.Pool
 	if p.Label.Key == "" {
 		return nil, fault.Usage(fmt.Errorf("rendering the cluster manifests: %w", ErrNoPoolLabel))
+	}
+	for _, check := range []func() error{
+		func() error { return CheckName(opts.Name) },
+		func() error { return CheckNamespace(opts.Namespace) },
+		func() error { return CheckImage(opts.Image) },
+		func() error { return CheckDuration("health interval", opts.HealthInterval, false) },
+		func() error { return CheckDuration("consolidateAfter", *opts.ConsolidateAfter, true) },
+	} {
+		if err := check(); err != nil {
+			return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: %w", err))
+		}
+	}
+	for _, ct := range opts.CapacityTypes {
+		if err := CheckCapacityType(ct); err != nil {
+			return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: %w", err))
+		}
 	}
 	for _, it := range opts.FallbackInstanceTypes {
 		if err := CheckInstanceType(it); err != nil {
@@ -301,23 +325,23 @@ starts min(queue length, %d) Jobs, and only while the pool is down.`, npName, ma
 					Taints: taints,
 					Requirements: []NodeRequirement{
 						{Key: "node.kubernetes.io/instance-type", Operator: corev1.NodeSelectorOpIn, Values: opts.FallbackInstanceTypes},
-						{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpIn, Values: opts.CapacityTypes},
+						{Key: labelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: opts.CapacityTypes},
 						{Key: labelArch, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}},
 						{Key: labelOS, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
 					},
 					NodeClassRef: &NodeClassReference{Group: opts.NodeClass.Group, Kind: opts.NodeClass.Kind, Name: opts.NodeClass.Name},
 				},
 			},
-			Disruption: &Disruption{ConsolidationPolicy: "WhenEmpty", ConsolidateAfter: shortDuration(opts.ConsolidateAfter)},
+			Disruption: &Disruption{ConsolidationPolicy: "WhenEmpty", ConsolidateAfter: shortDuration(*opts.ConsolidateAfter)},
 			Limits:     corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(opts.MaxGPUs), resource.DecimalSI)},
 			Weight:     &weight,
 		},
 	}
 	if err := add("nodepool.yaml", fmt.Sprintf(`The fallback: a Karpenter NodePool with the pool's label %s and taints (%s).
 No replicas: zero nodes until a pending pod needs one; consolidationPolicy WhenEmpty removes
-a node %s after its last Job ends (running Jobs are not disrupted). limits caps nvidia.com/gpu at %d.
+a node %s its last Job ends (running Jobs are not disrupted). limits caps nvidia.com/gpu at %d.
 nodeClassRef and the instance types are your cloud's: replace the placeholders.`,
-		p.Label, strings.Join(taintList, ", "), shortDuration(opts.ConsolidateAfter), opts.MaxGPUs), np); err != nil {
+		p.Label, strings.Join(taintList, ", "), afterLastJob(*opts.ConsolidateAfter), opts.MaxGPUs), np); err != nil {
 		return nil, err
 	}
 	return docs, nil
@@ -452,4 +476,13 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// afterLastJob says when the NodePool removes an empty node, for its
+// header: "5m after", or "as soon as" for consolidateAfter 0s.
+func afterLastJob(d time.Duration) string {
+	if d == 0 {
+		return "as soon as"
+	}
+	return shortDuration(d) + " after"
 }

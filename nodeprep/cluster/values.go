@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -53,4 +56,94 @@ func ParseNodeClass(s string) (NodeClassRef, error) {
 		return NodeClassRef{}, fmt.Errorf("%s: whitespace or control characters in a nodeClassRef", strconv.Quote(s))
 	}
 	return NodeClassRef{Group: parts[0], Kind: parts[1], Name: parts[2]}, nil
+}
+
+// CheckName checks RenderOptions.Name: the Job's name, and with
+// "-fallback" the ScaledJob's and the NodePool's, so both must be DNS-1123
+// subdomains (lower-case alphanumerics, '-' and '.', at most 253,
+// starting and ending alphanumeric; apimachinery
+// validation.IsDNS1123Subdomain, the rule the API server applies to these
+// kinds' names). The error says why.
+func CheckName(s string) error {
+	for _, n := range []string{s, s + "-fallback"} {
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			return fmt.Errorf("name %s: %s", strconv.Quote(n), strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
+// CheckNamespace checks RenderOptions.Namespace: a DNS-1123 label (at
+// most 63 lower-case alphanumerics and '-', starting and ending
+// alphanumeric; apimachinery validation.IsDNS1123Label, the API server's
+// rule for Namespace names). The error says why.
+func CheckNamespace(s string) error {
+	if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
+		return fmt.Errorf("namespace %s: %s", strconv.Quote(s), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// CheckImage checks RenderOptions.Image: non-empty, without whitespace,
+// control or other non-printable characters. It is a simple check, not a
+// parse of the reference grammar (registry/path:tag@digest): the kubelet
+// and the registry judge the rest, and a reference this passes can still
+// fail to pull. The error says why.
+func CheckImage(s string) error {
+	if s == "" {
+		return errors.New(`image "" is empty`)
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) }) >= 0 || Printable(s) != s {
+		return fmt.Errorf("image %s: whitespace or control characters in an image reference", strconv.Quote(s))
+	}
+	return nil
+}
+
+// CapacityTypes are the values of Karpenter's karpenter.sh/capacity-type
+// label (Karpenter v1 docs, NodePools: on-demand, spot, and reserved for
+// capacity reservations).
+var CapacityTypes = []string{"on-demand", "spot", "reserved"}
+
+// CheckCapacityType checks one of RenderOptions.CapacityTypes: one of
+// CapacityTypes. The error says why.
+func CheckCapacityType(s string) error {
+	if !containsString(CapacityTypes, s) {
+		return fmt.Errorf("capacity type %s: want one of %s", strconv.Quote(s), strings.Join(CapacityTypes, ", "))
+	}
+	return nil
+}
+
+// consolidateAfterPattern is Karpenter v1's validation of a NodePool's
+// spec.disruption.consolidateAfter (the CRD's kubebuilder pattern): one or
+// more whole-number s, m or h components ("0s", "1h30m"), or Never.
+var consolidateAfterPattern = regexp.MustCompile(`^(([0-9]+(s|m|h))+|Never)$`)
+
+// CheckConsolidateAfter checks a NodePool's
+// spec.disruption.consolidateAfter as Karpenter's CRD does
+// (consolidateAfterPattern): "0s" (consolidate at once) and "Never" are
+// valid, a negative or fractional duration is not. The error says why.
+func CheckConsolidateAfter(s string) error {
+	if !consolidateAfterPattern.MatchString(s) {
+		return fmt.Errorf("consolidateAfter %s: want a duration of whole s, m or h (0s, 30s, 1h30m) or Never", strconv.Quote(Printable(s)))
+	}
+	return nil
+}
+
+// CheckDuration checks a duration render writes, what naming it in the
+// error: positive (or zero where zeroOK: Karpenter's consolidateAfter
+// "0s"), and whole seconds, which both the NodePool's consolidateAfter
+// (CheckConsolidateAfter) and the trigger's staleness in seconds need.
+// The error says why.
+func CheckDuration(what string, d time.Duration, zeroOK bool) error {
+	switch {
+	case d < 0 || (d == 0 && !zeroOK):
+		want := "a positive duration"
+		if zeroOK {
+			want = "0s or a positive duration"
+		}
+		return fmt.Errorf("%s %s: want %s", what, d, want)
+	case d%time.Second != 0:
+		return fmt.Errorf("%s %s: want whole seconds", what, d)
+	}
+	return nil
 }

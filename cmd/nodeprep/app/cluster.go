@@ -122,17 +122,17 @@ none.`,
 	f := cmd.Flags()
 	o.poolFlags.add(f)
 	f.StringVar(&o.out, "out", "", "write one file per document into this directory instead of stdout")
-	f.StringVar(&o.name, "name", "nodeprep-gpu", "name of the example Job; the ScaledJob and NodePool are <name>-fallback")
-	f.StringVar(&o.namespace, "namespace", "default", "namespace of the Job and the ScaledJob")
-	f.StringVar(&o.image, "image", "", "the workload's container image (default a placeholder)")
+	f.StringVar(&o.name, "name", "nodeprep-gpu", "name of the example Job; the ScaledJob and NodePool are <name>-fallback (a DNS-1123 subdomain: a-z 0-9 - .)")
+	f.StringVar(&o.namespace, "namespace", "default", "namespace of the Job and the ScaledJob (a DNS-1123 label: a-z 0-9 -)")
+	f.StringVar(&o.image, "image", "", "the workload's container image, without whitespace or control characters (a simple check, not a parse of the reference) (default a placeholder)")
 	f.IntVar(&o.gpusPerJob, "gpus-per-job", 1, "nvidia.com/gpu each pod requests")
 	f.IntVar(&o.maxGPUs, "max-gpus", 0, "the fallback's cap: NodePool limit on nvidia.com/gpu, ScaledJob maxReplicaCount = max-gpus / gpus-per-job (default cluster.maxGPUs, else 4)")
 	f.StringSliceVar(&o.fallbackInstanceTypes, "fallback-instance-types", nil, "the fallback NodePool's instance types (default cluster.fallbackInstanceTypes, else a placeholder)")
-	f.StringSliceVar(&o.capacityTypes, "capacity-types", []string{"on-demand"}, "karpenter.sh/capacity-type values: on-demand, spot")
+	f.StringSliceVar(&o.capacityTypes, "capacity-types", []string{"on-demand"}, "karpenter.sh/capacity-type values: on-demand, spot, reserved")
 	f.StringVar(&o.nodeClass, "node-class", "", "the NodePool's nodeClassRef as group/kind/name, e.g. karpenter.k8s.aws/EC2NodeClass/default (default cluster.nodeClass, else a placeholder)")
 	f.StringVar(&o.prometheus, "prometheus-address", "", "the KEDA trigger's Prometheus serverAddress (default cluster.prometheusAddress, else a placeholder)")
-	f.DurationVar(&o.healthInterval, "health-interval", 5*time.Minute, "services.nodeprep.health.interval: a node silent for 3 intervals counts as down")
-	f.DurationVar(&o.consolidateAfter, "consolidate-after", 5*time.Minute, "how long an empty fallback node lives (NodePool disruption.consolidateAfter)")
+	f.DurationVar(&o.healthInterval, "health-interval", 5*time.Minute, "services.nodeprep.health.interval, positive: a node silent for 3 intervals counts as down")
+	f.DurationVar(&o.consolidateAfter, "consolidate-after", 5*time.Minute, "how long an empty fallback node lives (NodePool disruption.consolidateAfter; 0s removes it at once)")
 	return cmd
 }
 
@@ -140,6 +140,9 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	fs := cmd.Flags()
 	if g.output == "json" && o.out != "" {
 		return fault.Usage(errors.New("--out writes YAML files and -o json prints one JSON list to stdout: use one or the other"))
+	}
+	if err := o.checkFlags(fs); err != nil {
+		return err
 	}
 	pool, err := o.pool(g, fs, "rendering the cluster manifests")
 	if err != nil {
@@ -191,7 +194,7 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		NodeClass:             nc,
 		PrometheusAddress:     prometheus,
 		HealthInterval:        o.healthInterval,
-		ConsolidateAfter:      o.consolidateAfter,
+		ConsolidateAfter:      &o.consolidateAfter,
 	})
 	if err != nil {
 		return err
@@ -214,6 +217,40 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	for _, p := range paths {
 		fmt.Fprintf(g.streams.Out, "wrote %s\n", p)
+	}
+	return nil
+}
+
+// checkFlags checks the flags that have no config key (a bad value is a
+// usage error, exit 2, naming the flag): the names and the image with the
+// cluster package's checks, each capacity type against Karpenter's, and
+// the durations: --health-interval positive, --consolidate-after 0s
+// (Karpenter: remove an empty node at once) or positive, both in whole
+// seconds.
+func (o *clusterRenderOptions) checkFlags(fs *pflag.FlagSet) error {
+	type check struct {
+		flag string
+		err  error
+	}
+	checks := []check{
+		{"name", cluster.CheckName(o.name)},
+		{"namespace", cluster.CheckNamespace(o.namespace)},
+		{"health-interval", cluster.CheckDuration("health interval", o.healthInterval, false)},
+		{"consolidate-after", cluster.CheckDuration("consolidateAfter", o.consolidateAfter, true)},
+	}
+	if fs.Changed("image") {
+		checks = append(checks, check{"image", cluster.CheckImage(o.image)})
+	}
+	if len(o.capacityTypes) == 0 {
+		checks = append(checks, check{"capacity-types", fmt.Errorf(`"": want one or more of %s`, strings.Join(cluster.CapacityTypes, ", "))})
+	}
+	for _, ct := range o.capacityTypes {
+		checks = append(checks, check{"capacity-types", cluster.CheckCapacityType(ct)})
+	}
+	for _, c := range checks {
+		if c.err != nil {
+			return fault.Usage(fmt.Errorf("--%s: %w", c.flag, c.err))
+		}
 	}
 	return nil
 }
@@ -242,7 +279,8 @@ func newClusterCheckCommand(g *globals) *cobra.Command {
 		Use:   "check FILE|DIR|-",
 		Short: "Check workloads, the device plugin, KEDA and Karpenter manifests against what the nodes register",
 		Long: `check reads manifests (multi-document YAML; a directory's *.yaml, *.yml and
-*.json files; - for stdin) and judges them with the scheduler's own toleration
+*.json files, in its subdirectories too but not in hidden ones such as .git;
+- for stdin; an empty argument is a usage error) and judges them with the scheduler's own toleration
 and node-affinity rules against the pool nodeprep's config makes (its labels
 and taints) and against a node of each Karpenter NodePool in the input:
 GPU workloads must schedule on the pool and the fallback, the device plugin
@@ -258,6 +296,11 @@ FIFO, socket, device or dangling symlink where a manifest file should be
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fault.Usage(fmt.Errorf("cluster check takes one argument, FILE|DIR|- (a manifest file, a directory of *.yaml, *.yml and *.json files, or - for stdin); got %d", len(args)))
+			}
+			if args[0] == "" {
+				// Not the current directory: an unset variable in a CI
+				// job ("check $MANIFESTS") must not check something else.
+				return fault.Usage(errors.New(`cluster check "": the argument is empty; name a manifest file, a directory (. for the current one) or - for stdin`))
 			}
 			return nil
 		},

@@ -136,7 +136,10 @@ func TestClusterUsage(t *testing.T) {
 		{[]string{"--config", empty, "cluster", "render", "--pool-label", "bad label=x"}, 2, "--pool-label"},
 		{[]string{"--config", empty, "cluster", "check"}, 2, "takes one argument, FILE|DIR|-"},
 		{[]string{"--config", empty, "cluster", "check", "a.yaml", "b.yaml"}, 2, "takes one argument, FILE|DIR|-"},
-		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "/nonexistent/m.yaml"}, 69, "reading manifests"},
+		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "/nonexistent/m.yaml"}, 69, `reading manifests "/nonexistent/m.yaml": stat /nonexistent/m.yaml: no such file or directory`},
+		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "/nodeprep-nope"}, 69, `reading manifests "/nodeprep-nope": stat /nodeprep-nope: no such file or directory`},
+		// An empty argument (an unset variable) is not the current directory.
+		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", ""}, 2, `cluster check "": the argument is empty`},
 		{[]string{"--config", empty, "cluster", "check", "--pool-label", "a=b", "-"}, 1, "nothing was checked"},
 		// No pool label: check refuses it as render does.
 		{[]string{"--config", empty, "cluster", "check", "-"}, 2, "checking the manifests: " + cluster.ErrNoPoolLabel.Error()},
@@ -403,8 +406,10 @@ func TestClusterCheckBadGPUQuantity(t *testing.T) {
 
 // TestClusterRenderBadValues: a bad instance type, Prometheus address or
 // node class is exit 65 naming the config key when it comes from the
-// config file, exit 2 naming the flag when it comes from the command line,
-// and nothing is written.
+// config file, exit 2 naming the flag when it comes from the command line;
+// a bad name, namespace, image, capacity type, or a non-positive duration
+// (a negative consolidateAfter) is exit 2 naming the flag and the value;
+// nothing is written.
 func TestClusterRenderBadValues(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -430,6 +435,22 @@ func TestClusterRenderBadValues(t *testing.T) {
 		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", "a,"}, 2, `--fallback-instance-types: instance type "" is empty`},
 		{[]string{"--config", good, "cluster", "render", "--prometheus-address", "ftp://p:9090"}, 2, `--prometheus-address: "ftp://p:9090": want an absolute http`},
 		{[]string{"--config", good, "cluster", "render", "--node-class", "a/b/c d"}, 2, `--node-class: "a/b/c d": whitespace`},
+		{[]string{"--config", good, "cluster", "render", "--name", "x/y"}, 2, `--name: name "x/y": a lowercase RFC 1123 subdomain`},
+		{[]string{"--config", good, "cluster", "render", "--name", ""}, 2, `--name: name "": a lowercase RFC 1123 subdomain`},
+		{[]string{"--config", good, "cluster", "render", "--name", strings.Repeat("a", 250)}, 2, `-fallback": must be no more than 253 characters`},
+		{[]string{"--config", good, "cluster", "render", "--namespace", "Bad_NS"}, 2, `--namespace: namespace "Bad_NS": a lowercase RFC 1123 label`},
+		{[]string{"--config", good, "cluster", "render", "--namespace", "a.b"}, 2, `--namespace: namespace "a.b"`},
+		{[]string{"--config", good, "cluster", "render", "--image", "bad image ref"}, 2, `--image: image "bad image ref": whitespace or control characters`},
+		{[]string{"--config", good, "cluster", "render", "--image", "r/i:t\x1b"}, 2, `--image: image "r/i:t\x1b": whitespace`},
+		{[]string{"--config", good, "cluster", "render", "--image", ""}, 2, `--image: image "" is empty`},
+		{[]string{"--config", good, "cluster", "render", "--capacity-types", "bogus"}, 2, `--capacity-types: capacity type "bogus": want one of on-demand, spot, reserved`},
+		{[]string{"--config", good, "cluster", "render", "--capacity-types", "spot,"}, 2, `--capacity-types: capacity type "": want one of`},
+		{[]string{"--config", good, "cluster", "render", "--capacity-types", ""}, 2, `--capacity-types: "": want one or more of on-demand, spot, reserved`},
+		{[]string{"--config", good, "cluster", "render", "--health-interval", "0s"}, 2, `--health-interval: health interval 0s: want a positive duration`},
+		{[]string{"--config", good, "cluster", "render", "--health-interval", "-5m"}, 2, `--health-interval: health interval -5m0s: want a positive duration`},
+		{[]string{"--config", good, "cluster", "render", "--health-interval", "1500ms"}, 2, `--health-interval: health interval 1.5s: want whole seconds`},
+		{[]string{"--config", good, "cluster", "render", "--consolidate-after", "-1m"}, 2, `--consolidate-after: consolidateAfter -1m0s: want 0s or a positive duration`},
+		{[]string{"--config", good, "cluster", "render", "--consolidate-after", "90.5s"}, 2, `--consolidate-after: consolidateAfter 1m30.5s: want whole seconds`},
 	}
 	for _, tt := range tests {
 		args := tt.args
@@ -595,4 +616,73 @@ func TestClusterCheckStdinSIGTERM(t *testing.T) {
 		return
 	}
 	t.Fatal("every SIGTERM came before the handler was installed")
+}
+
+// TestClusterRenderDurations: --consolidate-after 0s is Karpenter's "remove
+// an empty node at once" and is rendered as 0s, not replaced by the 5m
+// default; render's output with it, reserved and spot capacity, a named
+// image and names passes check.
+func TestClusterRenderDurations(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	dir := t.TempDir()
+	_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--consolidate-after", "0s",
+		"--health-interval", "90s", "--capacity-types", "reserved,spot", "--image", "registry.example/gpu/app:1.2",
+		"--name", "train.v2", "--namespace", "ml-jobs")
+	if code != 0 {
+		t.Fatalf("render: exit %d\n%s", code, errOut)
+	}
+	np, err := os.ReadFile(filepath.Join(dir, "nodepool.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"consolidateAfter: 0s\n", "name: train.v2-fallback\n", "- reserved\n        - spot\n"} {
+		if !strings.Contains(string(np), want) {
+			t.Errorf("nodepool.yaml lacks %q:\n%s", want, np)
+		}
+	}
+	sj, _ := os.ReadFile(filepath.Join(dir, "scaledjob.yaml"))
+	if !strings.Contains(string(sj), "< 270)") || !strings.Contains(string(sj), "namespace: ml-jobs") {
+		t.Errorf("scaledjob.yaml: want staleness 270 s (3 × 90s) and namespace ml-jobs:\n%s", sj)
+	}
+	if out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", dir); code != 0 {
+		t.Errorf("check of the render: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestClusterCheckBadNodePoolValues: check refuses, as malformed input
+// (exit 65) naming the field and the value, a NodePool whose
+// consolidateAfter Karpenter's CRD refuses or whose capacity-type
+// requirement names no capacity type, as render would never write them.
+func TestClusterCheckBadNodePoolValues(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	dir := t.TempDir()
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir); code != 0 {
+		t.Fatalf("render: exit %d\n%s", code, errOut)
+	}
+	orig, err := os.ReadFile(filepath.Join(dir, "nodepool.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ old, new, want string }{
+		{"consolidateAfter: 5m", "consolidateAfter: -1m", `spec.disruption.consolidateAfter "-1m": want a duration of whole s, m or h`},
+		{"consolidateAfter: 5m", "consolidateAfter: 1.5m", `consolidateAfter "1.5m"`},
+		{"- on-demand", "- bogus", `spec.template.spec.requirements[1]: capacity type "bogus": want one of on-demand, spot, reserved`},
+	} {
+		bad := strings.Replace(string(orig), tt.old, tt.new, 1)
+		if bad == string(orig) {
+			t.Fatalf("nodepool.yaml has no %q", tt.old)
+		}
+		_, errOut, code := clusterRun(t, bad, "--config", cfg, "cluster", "check", "-")
+		if code != 65 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, want 65 naming %q\n%s", tt.new, code, tt.want, errOut)
+		}
+	}
+	for _, ok := range []string{"0s", "Never", "1h30m"} {
+		good := strings.Replace(string(orig), "consolidateAfter: 5m", "consolidateAfter: "+ok, 1)
+		if _, errOut, code := clusterRun(t, good, "--config", cfg, "cluster", "check", "-"); code == 65 {
+			t.Errorf("consolidateAfter %s refused: %s", ok, errOut)
+		}
+	}
 }
