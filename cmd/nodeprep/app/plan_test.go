@@ -261,3 +261,29 @@ func TestViewAsTheRuntimeReadsIt(t *testing.T) {
 		}
 	})
 }
+
+// TestPatchRefusesOtherKinds: the spec nodeprep is pointed at must be an
+// NVIDIA GPU kind, and a spec directory must be a directory; both are
+// malformed input, and nothing is written.
+func TestPatchRefusesOtherKinds(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	spec := "cdiVersion: 0.5.0\nkind: vendor.example/other\ndevices:\n- name: d0\n  containerEdits:\n    env: [A=1]\n"
+	if err := os.WriteFile(filepath.Join(root, "run/cdi/other.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := testkit.Snapshot(t, root)
+	_, stderr, code := runCLI(t, "--root", root, "cdi", "patch", "--spec", "/var/run/cdi/other.yaml")
+	if code != ExitMalformed || !strings.Contains(stderr, "its kind is vendor.example/other, not an NVIDIA GPU kind") {
+		t.Errorf("another vendor's spec: exit %d, stderr %q", code, stderr)
+	}
+	_, stderr, code = runCLI(t, "--root", root, "cdi", "check", "--spec-dir", "/var/run/cdi/nvidia-container-toolkit.json")
+	if code != ExitMalformed || !strings.Contains(stderr, "is not a directory") {
+		t.Errorf("a file as spec directory: exit %d, stderr %q", code, stderr)
+	}
+	after := testkit.Snapshot(t, root, "/run/nodeprep")
+	delete(before, "/run/nodeprep")
+	if diff := testkit.Changes(before, after); len(diff) > 0 {
+		t.Errorf("changed the host: %v", diff)
+	}
+}
