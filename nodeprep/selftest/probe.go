@@ -36,7 +36,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -111,15 +110,14 @@ func ServeProbe(request string, w io.Writer) error {
 }
 
 // ServeProbeOnPipe is the probe child's body under Run: it runs the probe
-// of each request (ProbeRequests as JSON) at the same time, each on its
-// own thread, and writes each report to report, the private pipe
-// nodeprep/child gives the child (child.ChildReport), as one line
-// "report <api> <JSON>" as soon as that probe is done, so nothing a
-// driver prints on stdout can pass for it. Before any driver is loaded a
-// fatal signal is set to be reported with the library it happened in
-// (child.InstallCrashReport). Running both probes in one child loads the
-// libraries they share (Mesa's LLVM, libc's) once. Errors are
-// ServeProbe's.
+// of each request (ProbeRequests as JSON) in turn, on one thread (two
+// drivers initialising on two threads of one process can deadlock), and
+// writes each report to report, the private pipe nodeprep/child gives the
+// child (child.ChildReport), as one line "report <api> <JSON>" as soon as
+// that probe is done, so nothing a driver prints on stdout can pass for
+// it. Before any driver is loaded a fatal signal is set to be reported
+// with the library it happened in (child.InstallCrashReport). nodeprep
+// sends one request a child (selftest.Run). Errors are ServeProbe's.
 func ServeProbeOnPipe(requests []string, report *os.File) error {
 	reqs := make([]ProbeRequest, len(requests))
 	for i, r := range requests {
@@ -130,31 +128,17 @@ func ServeProbeOnPipe(requests []string, report *os.File) error {
 	if err := child.InstallCrashReport(report); err != nil {
 		return err
 	}
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		errs = make([]error, len(reqs))
-	)
-	for i, req := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rep := probe(req)
-			data, err := json.Marshal(rep)
-			if err != nil {
-				errs[i] = fmt.Errorf("encoding probe report: %w", err)
-				return
-			}
-			line := append([]byte("report "+string(req.API)+" "), data...)
-			mu.Lock()
-			defer mu.Unlock()
-			if _, err := report.Write(append(line, '\n')); err != nil {
-				errs[i] = fmt.Errorf("writing probe report: %w", err)
-			}
-		}()
+	for _, req := range reqs {
+		data, err := json.Marshal(probe(req))
+		if err != nil {
+			return fmt.Errorf("encoding probe report: %w", err)
+		}
+		line := append([]byte("report "+string(req.API)+" "), data...)
+		if _, err := report.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("writing probe report: %w", err)
+		}
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return nil
 }
 
 func decodeRequest(request string, req *ProbeRequest) error {
