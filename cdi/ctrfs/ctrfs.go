@@ -120,6 +120,7 @@ type DanglingError struct {
 	Loop       bool     // too many links (ELOOP)
 }
 
+// Error says which path dangles, through which links, or that they loop.
 func (e *DanglingError) Error() string {
 	switch {
 	case e.Loop:
@@ -130,6 +131,7 @@ func (e *DanglingError) Error() string {
 	return fmt.Sprintf("%s %s", e.Path, ErrDangling)
 }
 
+// Unwrap returns ErrDangling, so errors.Is finds it.
 func (e *DanglingError) Unwrap() error { return ErrDangling }
 
 // kind is what a container path holds before links are followed.

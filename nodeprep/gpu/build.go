@@ -73,7 +73,7 @@ type options struct {
 // library (FromNVML) sets it.
 func WithSymbolCheck() Option { return func(o *options) { o.checkSymbols = true } }
 
-// ErrMissingSymbol: the NVML library lacks a function the inventory cannot
+// ErrMissingSymbol is returned when the NVML library lacks a function the inventory cannot
 // do without (marked fault.ErrUnavailable).
 var ErrMissingSymbol = errors.New("not supported by this driver")
 

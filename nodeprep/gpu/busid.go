@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// ErrBusID: a PCI bus id that NormalizeBusID cannot parse.
+// ErrBusID is returned for a PCI bus id that NormalizeBusID cannot parse.
 var ErrBusID = errors.New("malformed PCI bus id")
 
 // NormalizeBusID returns a PCI bus id in the form Linux uses under
