@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+
 	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
@@ -268,16 +270,7 @@ func TestInventoryThroughLeanChild(t *testing.T) {
 // layout: the probe binary bind-mounted into the container, nodeprep-probe
 // or nodeprep, finds the adapter and verifies the dispatch.
 func TestContainerThroughLeanChild(t *testing.T) {
-	rootfs := os.Getenv("NODEPREP_TEST_ROOTFS")
-	if rootfs == "" {
-		t.Skip("NODEPREP_TEST_ROOTFS is not set (make unit sets it after make rootfs)")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("runc is not installed (make deps installs it)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the container self-test needs root")
-	}
+	rootfs := testkit.ContainerRootfs(t)
 	env := mesaEnv(t)
 	for child, nodeprep := range layouts(t) {
 		lean := filepath.Base(child) == "nodeprep-probe"

@@ -266,16 +266,7 @@ func TestUpBrokenHost(t *testing.T) {
 // "driver" is lavapipe: the patch must bring the ICD into the container and
 // the probe inside must find the adapter and verify the dispatch.
 func TestUpContainer(t *testing.T) {
-	rootfs := os.Getenv("NODEPREP_TEST_ROOTFS")
-	if rootfs == "" {
-		t.Skip("NODEPREP_TEST_ROOTFS is not set (make test builds the rootfs with scripts/make-test-rootfs.sh)")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("runc is not installed (make deps installs it)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the container self-test needs root")
-	}
+	rootfs := testkit.ContainerRootfs(t)
 	icd, egl := lavapipe(t)
 	root := filepath.Join(t.TempDir(), "root")
 	args := append([]string{root}, simulatedUUIDs(t)...)

@@ -207,3 +207,22 @@ func Changes(before, after map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ContainerRootfs returns the in-container self-test's root file system
+// ($NODEPREP_TEST_ROOTFS, which `make unit` sets after `make rootfs`), and
+// skips the test where a container cannot run: no such rootfs, no runc,
+// not root. CI (`make test`) provides all three.
+func ContainerRootfs(t testing.TB) string {
+	t.Helper()
+	rootfs := os.Getenv("NODEPREP_TEST_ROOTFS")
+	if rootfs == "" {
+		t.Skip("NODEPREP_TEST_ROOTFS is not set (make unit sets it after make rootfs)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc is not installed (make deps installs it)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the container self-test needs root")
+	}
+	return rootfs
+}
