@@ -283,7 +283,7 @@ func unifiedDiff(oldLabel, newLabel string, old, new []byte) string {
 }
 
 func invalidResult(spec string, err error) error {
-	return fault.Malformed(fmt.Errorf("patching CDI spec %q: the result is invalid, nothing written: %w", spec, err))
+	return fault.Malformed(fmt.Errorf("patching CDI spec %q: the spec is not valid even with the patch, so nothing was written (the CDI library says: %w)", spec, err))
 }
 
 // ApplyPatch writes a plan's spec when it has one to write (Writes):
