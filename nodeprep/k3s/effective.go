@@ -200,6 +200,9 @@ func kubeletArgConflicts(eff *Effective, labels []Label, taints []Taint, warning
 		switch {
 		case flag == kubeletTaintsFlag && len(taints) > 0:
 			fix := fmt.Sprintf("combine them: remove this kubelet-arg and list its taints (%s) under node-taint+ in a config.yaml.d file (or pass them to nodeprep's --taint), so k3s passes nodeprep's and these in one --register-with-taints", value)
+			if value == "" {
+				fix = "remove this kubelet-arg: it sets no taint, only takes the place of the --register-with-taints k3s builds"
+			}
 			switch op {
 			case "":
 				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --register-with-taints k3s builds from node-taint, so the node registers without nodeprep's taints (%s); %s", e.Source, e.Value, joinTaints(taints), fix))
