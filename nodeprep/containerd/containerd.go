@@ -48,6 +48,7 @@ const (
 	CodeSpecDirMissing = "containerd-spec-dir"           // a patched spec's directory is not in cdi_spec_dirs
 	CodeRuntimeBinary  = "containerd-nvidia-runtime"     // an nvidia runtime handler's BinaryName is wrong
 	CodeTemplate       = "containerd-template"           // about the template config.toml is rendered from
+	CodeVersion        = "containerd-config-version"     // a config version newer than nodeprep knows
 )
 
 // The CRI plugin names per config version (containerd docs/PLUGINS.md).
@@ -258,6 +259,9 @@ func Check(root *hostfs.Root, opts Options) (*Report, error) {
 		return r, nil
 	}
 	r.Config, r.Checked = c, true
+	if c.Version > 3 {
+		r.Findings = append(r.Findings, warnf(CodeVersion, "%s: config version %d is newer than the versions nodeprep knows (2: containerd 1.7, 3: containerd 2.x); checked as version 3", c.Path, c.Version))
+	}
 	if tmpl != "" && c.Path != tmpl {
 		r.Findings = append(r.Findings, warnf(CodeTemplate, "%s is rendered from %s at each k3s start: fix problems in the template", c.Path, tmpl))
 	}

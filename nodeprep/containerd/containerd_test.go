@@ -162,6 +162,24 @@ func TestTemplateOnly(t *testing.T) {
 	}
 }
 
+// TestNewerVersion: a config version nodeprep does not know is checked as
+// the newest it knows, and said so.
+func TestNewerVersion(t *testing.T) {
+	t.Parallel()
+	root := layered(t, "k3s-containerd-ok")
+	conf := filepath.Join(root.Dir(), "var/lib/rancher/k3s/agent/etc/containerd/config.toml")
+	if err := os.WriteFile(conf, []byte("version = 4\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(root, Options{DataDir: "/var/lib/rancher/k3s", SpecPaths: []string{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Findings.Errors() != 0 || !slices.ContainsFunc(rep.Findings, func(f cdi.Finding) bool { return f.Code == CodeVersion }) {
+		t.Errorf("findings %v; want only a %s warning", rep.Findings, CodeVersion)
+	}
+}
+
 // BenchmarkCheck measures one containerd check over a host tree (read,
 // parse, spec directories resolved, the runtime binary stat'ed): the cost
 // `join`, `up` and `cdi check` add.
