@@ -51,11 +51,10 @@ in
   # HGX boards with NVSwitch also need the fabric manager for CUDA across
   # GPUs (nvidia-fabricmanager). Not through hardware.nvidia.datacenter.enable
   # here: nixpkgs' nvidia module asserts it is not combined with
-  # videoDrivers = [ "nvidia" ], and in datacenter mode it does not link the
-  # driver's libraries (libnvidia-ml, the Vulkan ICD, the EGL vendor file)
-  # under /run/opengl-driver, which is where nodeprep looks; nor does
-  # hardware.nvidia-container-toolkit turn hardware.graphics on then. Run
-  # nv-fabricmanager from a unit of your own instead.
+  # videoDrivers = [ "nvidia" ], and hardware.nvidia-container-toolkit does
+  # not turn hardware.graphics on in datacenter mode (set it yourself there,
+  # so the driver's libraries land under /run/opengl-driver, where nodeprep
+  # looks). Or run nv-fabricmanager from a unit of your own, as here.
 
   # --- CDI: the generator nodeprep patches -------------------------------
   hardware.nvidia-container-toolkit = {

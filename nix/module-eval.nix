@@ -114,6 +114,9 @@ let
         cfg.systemd.timers.nodeprep-health.timerConfig.OnUnitActiveSec == "5min"
         && lib.elem "nodeprep.service" cfg.systemd.services.nodeprep-health.requisite
         && lib.hasInfix "\"health\"" cfg.systemd.services.nodeprep-health.serviceConfig.ExecStart
+        # It waits for the timer when the node is not ready, never restarts.
+        && cfg.systemd.services.nodeprep-health.serviceConfig.Restart == "no"
+        && !(cfg.systemd.services.nodeprep-health.serviceConfig ? RestartSec)
         && cfg.systemd.services.nodeprep-health.serviceConfig.ReadWritePaths == [
           "/run/nodeprep"
           "/var/lib/prometheus-node-exporter/textfile"

@@ -230,21 +230,24 @@ in
           (u.serviceConfig.ExecStart or null) != null || (u.script or "") != "";
         message = ''
           services.nodeprep needs ${generator}, which this nixpkgs does not define
-          (hardware.nvidia-container-toolkit.enable = true defines it in nixpkgs 24.11 and later):
+          (hardware.nvidia-container-toolkit.enable = true defines it, in nixpkgs with that module):
           nodeprep patches the spec it writes and is ordered after it.'';
       }
       {
         # The working alternative: name a driver tree and NVML explicitly.
-        assertion = !datacenter || (hasSetting [ "cdi" "driverRoot" ] && hasSetting [ "nvml" "library" ]);
+        assertion =
+          !datacenter
+          || config.hardware.graphics.enable
+          || (hasSetting [ "cdi" "driverRoot" ] && hasSetting [ "nvml" "library" ]);
         message = ''
-          hardware.nvidia.datacenter.enable = true: in datacenter mode nixpkgs links none
-          of the driver's libraries (libnvidia-ml, the Vulkan ICD, the EGL vendor file)
-          under /run/opengl-driver, where nodeprep and the CDI generator look. Either use
-          services.xserver.videoDrivers = [ "nvidia" ] with hardware.graphics.enable = true
-          (run nv-fabricmanager from a unit of your own), or set both
-          services.nodeprep.settings.cdi.driverRoot (a directory with the driver's
-          share/vulkan/icd.d, share/glvnd/egl_vendor.d and lib) and
-          services.nodeprep.settings.nvml.library (its libnvidia-ml.so.1).'';
+          hardware.nvidia.datacenter.enable = true without hardware.graphics.enable: in
+          datacenter mode nixpkgs does not turn hardware.graphics on, so nothing links the
+          driver's libraries (libnvidia-ml, the Vulkan ICD, the EGL vendor file) under
+          /run/opengl-driver, where nodeprep and the CDI generator look. Either set
+          hardware.graphics.enable = true (the driver's userspace is then in
+          /run/opengl-driver), or set both services.nodeprep.settings.cdi.driverRoot (a
+          directory with the driver's share/vulkan/icd.d, share/glvnd/egl_vendor.d and lib)
+          and services.nodeprep.settings.nvml.library (its libnvidia-ml.so.1).'';
       }
       {
         assertion = nplib.entryProblems opts == [ ];
@@ -472,7 +475,17 @@ in
       documentation = [ "https://github.com/nodeprep/nodeprep" ];
       after = [ "nodeprep.service" ];
       requisite = [ "nodeprep.service" ];
-      serviceConfig = config.systemd.services.nodeprep.serviceConfig // {
+      # nodeprep.service's hardening, not its retry policy: a health run
+      # that finds the node not ready exits 1, and must wait for the
+      # timer, not restart every 30 s.
+      serviceConfig =
+        (removeAttrs config.systemd.services.nodeprep.serviceConfig [
+          "Restart"
+          "RestartSec"
+          "RestartPreventExitStatus"
+        ])
+        // {
+        Restart = "no";
         Type = "oneshot";
         RemainAfterExit = false;
         ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.healthExecArgs opts);
