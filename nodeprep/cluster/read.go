@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
 // Object is one document of a manifest, decoded. Exactly one of PodSpec
@@ -547,7 +548,7 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	var files []string
 	if !st.IsDir() {
 		if !st.Mode().IsRegular() && !isDevNull(st) {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: it is %s, not a regular file", rd.display(name), describeMode(st.Mode())))
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: it is %s, not a regular file", rd.display(name), hostfs.DescribeMode(st.Mode())))
 		}
 		files = []string{name}
 	} else {
@@ -580,10 +581,10 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 				case st.Mode().IsRegular():
 					files = append(files, p)
 				default:
-					notRead = append(notRead, fmt.Sprintf("%q is a symlink to %s", rd.display(p), describeMode(st.Mode())))
+					notRead = append(notRead, fmt.Sprintf("%q is a symlink to %s", rd.display(p), hostfs.DescribeMode(st.Mode())))
 				}
 			default:
-				notRead = append(notRead, fmt.Sprintf("%q is %s", rd.display(p), describeMode(d.Type())))
+				notRead = append(notRead, fmt.Sprintf("%q is %s", rd.display(p), hostfs.DescribeMode(d.Type())))
 			}
 			return nil
 		})
@@ -611,25 +612,6 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 		objs, skip = append(objs, o...), append(skip, s...)
 	}
 	return objs, skip, nil
-}
-
-// describeMode names a file's type for messages: "a named pipe (FIFO)".
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	}
-	return "not a regular file (mode " + m.String() + ")"
 }
 
 // isDevNull reports whether st is the null device (os.DevNull), which

@@ -170,7 +170,7 @@ func readRegular(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s: %w", path, describeMode(st.Mode()), ErrNotRegular)
+		return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
 	}
 	if limit >= 0 && st.Size() > limit {
 		return nil, fmt.Errorf("%s has %d bytes, more than the %d this file may have: %w", path, st.Size(), limit, ErrTooLarge)
@@ -280,7 +280,7 @@ func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error 
 		case st.Mode()&fs.ModeSymlink != 0:
 			return fault.CantWrite(fmt.Errorf("writing %q: refusing to write through a symlink", hostPath))
 		case !st.Mode().IsRegular():
-			return fault.CantWrite(fmt.Errorf("writing %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
+			return fault.CantWrite(fmt.Errorf("writing %q: it is %s, not a regular file", hostPath, DescribeMode(st.Mode())))
 		}
 		if !opts.ForceMode {
 			mode = st.Mode().Perm()
@@ -344,7 +344,7 @@ func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
 	target := filepath.Join(dir, path.Base(hostPath))
 	if st, err := os.Lstat(target); err == nil {
 		if !st.Mode().IsRegular() {
-			return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, describeMode(st.Mode())))
+			return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, DescribeMode(st.Mode())))
 		}
 		// An immutable file (chattr +i) cannot be replaced by a rename
 		// either; opening it for writing (no truncation, nothing
@@ -431,20 +431,24 @@ func removeStaleTemps(dir, base string) error {
 }
 
 // describeMode names a file type for messages ("a directory").
-func describeMode(m fs.FileMode) string {
+// DescribeMode names a file's type for messages ("a named pipe (FIFO)",
+// "a directory"), for the refusals of what is not a regular file.
+func DescribeMode(m fs.FileMode) string {
 	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
 	case m.IsDir():
 		return "a directory"
 	case m&fs.ModeSymlink != 0:
 		return "a symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
 	}
-	return "not a regular file"
+	return "not a regular file (mode " + m.String() + ")"
 }
 
 func syncDir(dir string) error {
