@@ -23,11 +23,20 @@ func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot stri
 // one k3s wrote at its last start (k3s rewrites it from its template at the
 // next), so a problem there must not keep k3s from starting; `cdi check` is
 // where an error finding fails. A file that cannot be read or parsed is a
-// finding of code containerd.CodeBadConfig.
-func ContainerdFindings(host *hostfs.Root, res *k3s.Result, spec, driverRoot string) cdi.Findings {
+// finding of code containerd.CodeBadConfig. A config k3s has not written
+// yet (before its first start; on every host without k3s) is no finding:
+// there is nothing to check, so it comes back as a note, for the debug log.
+func ContainerdFindings(host *hostfs.Root, res *k3s.Result, spec, driverRoot string) (findings cdi.Findings, notes []string) {
 	rep, err := containerd.Check(host, ContainerdOptions(res.DataDir, res.Effective, spec, driverRoot))
 	if err != nil {
-		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}, nil
 	}
-	return rep.Findings
+	for _, f := range rep.Findings {
+		if f.Code == containerd.CodeNotWritten {
+			notes = append(notes, f.Message)
+			continue
+		}
+		findings = append(findings, f)
+	}
+	return findings, notes
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
-	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -636,12 +635,11 @@ func (u *upRun) join(st *StageResult) error {
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
 	}
-	for _, f := range ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot) {
-		if f.Code == containerd.CodeNotWritten {
-			// Before k3s's first start there is nothing to check yet.
-			u.opts.Log.Debug(f.Message)
-			continue
-		}
+	findings, notes := ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
+	for _, n := range notes {
+		u.opts.Log.Debug(n)
+	}
+	for _, f := range findings {
 		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
-	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
@@ -204,14 +203,11 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 	for _, w := range res.Warnings {
 		g.log.Warn(w)
 	}
-	for _, f := range nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot) {
-		if f.Code == containerd.CodeNotWritten {
-			// Before k3s's first start there is nothing to check yet: a
-			// note (-v), not a warning on every first boot and every host
-			// without k3s.
-			g.log.Debug(f.Message)
-			continue
-		}
+	findings, notes := nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot)
+	for _, n := range notes {
+		g.log.Debug(n)
+	}
+	for _, f := range findings {
 		g.log.Warn(f.Message)
 	}
 	if !o.dryRun {
