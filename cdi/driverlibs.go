@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
 )
@@ -20,7 +21,7 @@ var VulkanCompanions = []string{"libnvidia-glvkspirv.so.", "libnvidia-gpucomp.so
 
 // driverVersionSuffix matches a driver library's version suffix
 // (".so.550.54.15").
-var driverVersionSuffix = regexp.MustCompile(`\.so\.(\d+\.\d+(?:\.\d+)?)$`)
+var driverVersionSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.so\.(\d+\.\d+(?:\.\d+)?)$`) })
 
 // requirement is a library a mounted driver library needs in the
 // container, by file name.
@@ -128,7 +129,7 @@ func (a *analyzer) vulkanDriver(driverLib string) vulkanLib {
 		}
 		v := a.g.DriverVersion
 		if v == "" {
-			if m := driverVersionSuffix.FindStringSubmatch(path.Base(real)); m != nil {
+			if m := driverVersionSuffix().FindStringSubmatch(path.Base(real)); m != nil {
 				v = m[1]
 			}
 		}
@@ -199,7 +200,7 @@ func (a *analyzer) hasDeviceNode(p string) bool {
 // driver itself (".so.550.54.15", ".so.580.95.05"): a major of three or
 // more digits, which no library bundled with the driver under its own
 // version (libnvidia-egl-wayland.so.1.1.13) has.
-var driverLibVersion = regexp.MustCompile(`\.so\.(\d{3,}\.\d+(?:\.\d+)?)$`)
+var driverLibVersion = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.so\.(\d{3,}\.\d+(?:\.\d+)?)$`) })
 
 // driverVersions reports a spec that mounts driver libraries of more than
 // one driver version (an old store path left after an upgrade), or of a
@@ -215,7 +216,7 @@ func (a *analyzer) driverVersions() {
 	}
 	for _, e := range edits {
 		for _, m := range e.Mounts {
-			v := driverLibVersion.FindStringSubmatch(path.Base(m.HostPath))
+			v := driverLibVersion().FindStringSubmatch(path.Base(m.HostPath))
 			if v == nil || slices.Contains(byVersion[v[1]], m.HostPath) {
 				continue
 			}

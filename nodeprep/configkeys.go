@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agnivade/levenshtein"
@@ -96,7 +97,9 @@ func closest(key string, fields map[string]reflect.Type) string {
 
 // typeLine matches one of yaml.v3's TypeError lines:
 // "line 2: cannot unmarshal !!str `five` into time.Duration".
-var typeLine = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+var typeLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+})
 
 // typeErrors rewrites yaml.v3's type errors in the user's words: the dotted
 // key and what it wants ("line 2: selftest.timeout wants a duration such as
@@ -104,7 +107,7 @@ var typeLine = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(
 func typeErrors(te *yaml.TypeError, keys map[int]string) error {
 	var errs []error
 	for _, e := range te.Errors {
-		m := typeLine.FindStringSubmatch(e)
+		m := typeLine().FindStringSubmatch(e)
 		if m == nil {
 			errs = append(errs, errors.New(e))
 			continue

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -57,7 +58,7 @@ const (
 const DefaultTaintString = "nvidia.com/gpu=present:NoSchedule"
 
 // gfdProductInvalid is GFD sanitise's pattern of characters it removes.
-var gfdProductInvalid = regexp.MustCompile("[^A-Za-z0-9-_. ]")
+var gfdProductInvalid = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("[^A-Za-z0-9-_. ]") })
 
 // SanitiseProduct turns an NVML product name into the value of
 // nvidia.com/gpu.product as GFD does (k8s-device-plugin internal/lm
@@ -73,7 +74,7 @@ var gfdProductInvalid = regexp.MustCompile("[^A-Za-z0-9-_. ]")
 // '-', '_' and '.' trimmed from both ends. A name GFD already gives a
 // valid value keeps GFD's value exactly.
 func SanitiseProduct(name string) string {
-	v := strings.Join(strings.Fields(gfdProductInvalid.ReplaceAllString(name, "")), "-")
+	v := strings.Join(strings.Fields(gfdProductInvalid().ReplaceAllString(name, "")), "-")
 	if len(v) > maxLabelValue {
 		v = v[:maxLabelValue] // ASCII only by now
 	}

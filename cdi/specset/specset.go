@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -378,7 +379,9 @@ func (v *View) shadowed(winner map[string]scanned, sp Spec) {
 
 // conflictPattern matches the CDI library's conflict error (pkg/cdi
 // cache.go: conflicting device %q (specs %q, %q)).
-var conflictPattern = regexp.MustCompile(`^conflicting device "([^"]*)" \(specs "([^"]*)", "([^"]*)"\)$`)
+var conflictPattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^conflicting device "([^"]*)" \(specs "([^"]*)", "([^"]*)"\)$`)
+})
 
 // conflictFindings turns the library's conflict errors, one per device
 // and reported under both files, into one finding per pair of files
@@ -389,7 +392,7 @@ func conflictFindings(errs []string) cdi.Findings {
 	devices := map[pair][]string{}
 	var fs cdi.Findings
 	for _, e := range errs {
-		m := conflictPattern.FindStringSubmatch(e)
+		m := conflictPattern().FindStringSubmatch(e)
 		if m == nil {
 			fs = append(fs, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeConflictingSpecs, Message: "the CDI library reports: " + e})
 			continue

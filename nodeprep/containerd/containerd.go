@@ -31,6 +31,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 
@@ -172,7 +173,7 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // templateAction matches a Go template action; Load drops them to read a
 // template that has not been rendered yet.
-var templateAction = regexp.MustCompile(`\{\{.*?\}\}`)
+var templateAction = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{.*?\}\}`) })
 
 // Report is what Check found.
 type Report struct {
@@ -216,7 +217,7 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	if errors.Is(err, fs.ErrNotExist) && tmpl != "" {
 		p = tmpl
 		data, err = root.ReadFile(p)
-		data = templateAction.ReplaceAll(data, nil)
+		data = templateAction().ReplaceAll(data, nil)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -308,7 +309,7 @@ func checkSpecDirs(root *hostfs.Root, c *Config, specs []string) cdi.Findings {
 	return out
 }
 
-var driverPkg = regexp.MustCompile(driverPkgRe)
+var driverPkg = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(driverPkgRe) })
 
 func checkRuntime(root *hostfs.Root, c *Config, rt Runtime, driverRoot string) cdi.Findings {
 	bin := rt.BinaryName
@@ -323,7 +324,7 @@ func checkRuntime(root *hostfs.Root, c *Config, rt Runtime, driverRoot string) c
 	if err != nil {
 		resolved = bin
 	}
-	inDriver := driverPkg.MatchString(bin) || driverPkg.MatchString(resolved)
+	inDriver := driverPkg().MatchString(bin) || driverPkg().MatchString(resolved)
 	// An FHS driver root (/usr) also holds the toolkit; only a driver root
 	// of its own (NixOS /run/opengl-driver) is the driver package.
 	fhs := driverRoot == "/" || driverRoot == "/usr" || driverRoot == "/usr/local"

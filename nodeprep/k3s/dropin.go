@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/agnivade/levenshtein"
 	"go.yaml.in/yaml/v3"
@@ -406,7 +407,7 @@ func placeDropIn(files []File, ours File) ([]File, []byte) {
 // flags commonly found in config files, since a server runs an agent too.
 // A key outside this list draws a warning only: k3s itself logs "Unknown
 // flag … found in config.yaml, skipping" and ignores it.
-var knownKeys = func() map[string]bool {
+var knownKeys = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
 	for _, k := range strings.Fields(`
 config debug v vmodule log alsologtostderr token token-file server data-dir
@@ -439,7 +440,7 @@ secrets-encryption-provider helm-job-image
 		m[k] = true
 	}
 	return m
-}()
+})
 
 // misspelt reports whether key looks like node-label or node-taint written
 // wrongly ("node-labels", "node_taint", "nodelabel", "node-lable"): after
@@ -471,7 +472,7 @@ func checkKeys(eff *Effective, ours string, warnings *[]string) error {
 			errs = append(errs, fmt.Errorf("k3s config %q: key %q is not a k3s option (did you mean %q?): k3s ignores it, so its entries would never reach the node", k.Source, k.Key, meant))
 			continue
 		}
-		if !knownKeys[k.Key] {
+		if !knownKeys()[k.Key] {
 			*warnings = append(*warnings, fmt.Sprintf("k3s config %q: key %q is not a k3s agent option nodeprep knows; k3s ignores unknown keys", k.Source, k.Key))
 		}
 	}

@@ -431,7 +431,7 @@ func TestMisspelt(t *testing.T) {
 			t.Errorf("misspelt(%q) = %q, %v; want %q", key, got, ok, want)
 		}
 	}
-	for k := range knownKeys {
+	for k := range knownKeys() {
 		if _, ok := misspelt(k); ok {
 			t.Errorf("known k3s key %q taken for a misspelling", k)
 		}
