@@ -3,6 +3,9 @@ GO        ?= go
 BIN       := bin/nodeprep
 # The lean child (probes, NVML) nodeprep runs when it sits beside it.
 PROBE_BIN := bin/nodeprep-probe
+# nodeprep with the cluster commands (Kubernetes API types): `nodeprep
+# cluster` runs it from beside itself.
+CLUSTER_BIN := bin/nodeprep-cluster
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=$(VERSION) \
@@ -32,6 +35,7 @@ build:
 	@test -x $(BIN) || echo "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)"
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }

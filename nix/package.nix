@@ -71,12 +71,15 @@ buildGoModule {
   # and `go build` stops with "inconsistent vendoring": update it as above.
   overrideModAttrs = _: { name = "nodeprep-go-modules"; };
 
-  # nodeprep and its lean child, installed side by side in $out/bin:
-  # nodeprep runs nodeprep-probe for the probes and the NVML inventory
-  # when it finds it beside its own executable (docs/faults.md).
+  # nodeprep, its lean child and nodeprep-cluster, installed side by side
+  # in $out/bin: nodeprep runs nodeprep-probe for the probes and the NVML
+  # inventory, and nodeprep-cluster for `nodeprep cluster` (the commands
+  # that link the Kubernetes API types), when it finds them beside its own
+  # executable (docs/faults.md).
   subPackages = [
     "cmd/nodeprep"
     "cmd/nodeprep-probe"
+    "cmd/nodeprep-cluster"
   ];
 
   env.CGO_ENABLED = "1";

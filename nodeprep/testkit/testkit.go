@@ -5,8 +5,8 @@
 package testkit
 
 import (
-	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +102,8 @@ var (
 
 // Binary builds cmd/nodeprep once per test binary into a temporary
 // directory and returns its path (the self-test re-executes its own
-// binary, which a test binary is not). Skipped with -short.
+// binary, which a test binary is not), with cmd/nodeprep-cluster beside
+// it, as installed, so that `nodeprep cluster` runs. Skipped with -short.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -115,13 +116,16 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binary = filepath.Join(dir, "nodeprep")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/nodeprep/nodeprep/cmd/nodeprep").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
+		for name, pkg := range map[string]string{"nodeprep": "cmd/nodeprep", "nodeprep-cluster": "cmd/nodeprep-cluster"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/nodeprep/nodeprep/"+pkg).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("building %s: %s", name, out)
+				return
+			}
 		}
 	})
 	if buildErr != nil {
-		t.Fatalf("building nodeprep: %v", buildErr)
+		t.Fatal(buildErr)
 	}
 	return binary
 }

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -34,24 +36,39 @@ const (
 	ExitLocked      = 75 // fault.ErrLocked (EX_TEMPFAIL)
 )
 
-// Main runs nodeprep with the process's arguments and streams and returns
-// the exit code.
-func Main() int {
-	g, err := run(os.Args[1:], IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	return g.report(err)
+// Main runs nodeprep with the process's arguments and streams and the
+// commands of exts beside its own, and returns the exit code. Without a
+// "cluster" extension, `nodeprep cluster …` replaces the process with
+// nodeprep-cluster (ClusterExecutable) when it is installed beside it.
+func Main(exts ...Extension) int {
+	args := os.Args[1:]
+	streams := IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	root, g := newRootCommand(streams, exts...)
+	if err := forwardCluster(root, args); err != nil {
+		return g.report(err)
+	}
+	return g.report(execute(root, g, args))
 }
 
-// Run runs nodeprep with args (without the program name). The error, if
-// any, carries a fault kind that ExitCode maps to a number.
-func Run(args []string, streams IOStreams) error {
-	_, err := run(args, streams)
-	return err
+// Run runs nodeprep with args (without the program name) and the
+// commands of exts. The error, if any, carries a fault kind that ExitCode
+// maps to a number. It runs nothing else: without a "cluster" extension,
+// `cluster` is the stub that says nodeprep-cluster is not installed.
+func Run(args []string, streams IOStreams, exts ...Extension) error {
+	root, g := newRootCommand(streams, exts...)
+	return execute(root, g, args)
 }
 
-// run is Run that also returns the globals, whose logger settings decide
-// how Main prints the error.
-func run(args []string, streams IOStreams) (*globals, error) {
-	root, g := newRootCommand(streams)
+// NewRootCommand returns nodeprep's root command with the commands of
+// exts, writing to streams, for programs that generate its reference
+// (the documentation tests) rather than run it.
+func NewRootCommand(streams IOStreams, exts ...Extension) *cobra.Command {
+	root, _ := newRootCommand(streams, exts...)
+	return root
+}
+
+// execute runs root (made with g) with args.
+func execute(root *cobra.Command, g *globals, args []string) error {
 	root.SetArgs(args)
 	// SIGTERM (systemd stopping the unit) and SIGINT cancel the context
 	// instead of killing the process, so probe children are killed and the
@@ -64,7 +81,7 @@ func run(args []string, streams IOStreams) (*globals, error) {
 		// argument.
 		err = fault.Usage(err)
 	}
-	return g, err
+	return err
 }
 
 // report prints err (if any) once, in the logger's voice, and returns its

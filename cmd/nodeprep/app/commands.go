@@ -12,7 +12,7 @@ func addCommands(root *cobra.Command, g *globals) {
 		newProbeCommand(g),     // selftest.go: hidden child of the self-test
 		newInventoryCommand(g), // inventory.go: hidden NVML child
 		newUpCommand(g),        // up.go
-		newClusterCommand(g),   // cluster.go
+		newClusterStub(),       // clusterstub.go: runs nodeprep-cluster
 		newHealthCommand(g),    // health.go
 	)
 }

@@ -1,4 +1,4 @@
-package app
+package app_test
 
 // The generated reference lives in a test file so that cobra/doc (and the
 // Markdown and roff libraries it links) stay out of the nodeprep binary:
@@ -15,6 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 	"github.com/spf13/pflag"
+
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"
 )
 
 // manDate is the date the man pages carry: fixed, so the pages checked in
@@ -29,7 +32,9 @@ var manDate = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
 // same on every machine: no dates, and host-dependent defaults (--arch)
 // spelled out in words.
 func generateDocs(markdownDir, manDir string) error {
-	root, _ := newRootCommand(IOStreams{})
+	// The whole tree: nodeprep-cluster's, whose cluster commands the
+	// nodeprep binary runs (app.ClusterExecutable).
+	root := app.NewRootCommand(app.IOStreams{}, clustercmd.New)
 	root.DisableAutoGenTag = true
 	root.InitDefaultCompletionCmd() // cobra adds it only when executing
 	hostIndependentDefaults(root)

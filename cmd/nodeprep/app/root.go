@@ -37,7 +37,10 @@ type globals struct {
 	structured bool
 }
 
-func newRootCommand(streams IOStreams) (*cobra.Command, *globals) {
+// newRootCommand makes the root command with nodeprep's commands and
+// those of exts (an extension named like a command replaces it), and the
+// globals its commands share.
+func newRootCommand(streams IOStreams, exts ...Extension) (*cobra.Command, *globals) {
 	g := &globals{streams: streams}
 	cmd := &cobra.Command{
 		Use:   "nodeprep",
@@ -69,6 +72,16 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 		newCDICommand(g),
 	)
 	addCommands(cmd, g)
+	env := &Env{g: g}
+	for _, ext := range exts {
+		c := ext(env)
+		for _, old := range cmd.Commands() {
+			if old.Name() == c.Name() {
+				cmd.RemoveCommand(old)
+			}
+		}
+		cmd.AddCommand(c)
+	}
 	registerCompletions(cmd)
 	return cmd, g
 }

@@ -11,8 +11,8 @@ import (
 func runVoice(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	g, err := run(args, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	code = g.report(err)
+	root, g := newRootCommand(IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	code = g.report(execute(root, g, args))
 	return out.String(), errOut.String(), code
 }
 

@@ -1,4 +1,10 @@
-package app
+// Package clustercmd is the `nodeprep cluster` commands, render and check:
+// the cluster half of the node contract (nodeprep/cluster), as an
+// app.Extension. cmd/nodeprep-cluster links them; the nodeprep binary
+// does not, and runs nodeprep-cluster for them (app.ClusterExecutable),
+// so that the Kubernetes API types they need stay out of every boot-time
+// process.
+package clustercmd
 
 import (
 	"context"
@@ -15,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -35,8 +42,8 @@ func (f *poolFlags) add(fs *pflag.FlagSet) {
 // pool builds the on-prem pool from the config `join` uses: its labels and
 // taints, the pool label, and the CDI settings. Without a pool label the
 // error is cluster.ErrNoPoolLabel after what (a usage error).
-func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet, what string) (cluster.Pool, error) {
-	cfg := g.cfg
+func (f *poolFlags) pool(env *app.Env, fs *pflag.FlagSet, what string) (cluster.Pool, error) {
+	cfg := env.Config()
 	labels, err := k3s.ParseLabels(cfg.Join.Labels)
 	if err != nil {
 		return cluster.Pool{}, err
@@ -52,7 +59,7 @@ func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet, what string) (cluster.Po
 		DeviceNames: cfg.CDI.DeviceNames,
 		DriverRoot:  cfg.CDI.DriverRoot,
 	}
-	switch pl := flagOr(fs, "pool-label", f.poolLabel, cfg.Cluster.PoolLabel); {
+	switch pl := app.FlagOr(fs, "pool-label", f.poolLabel, cfg.Cluster.PoolLabel); {
 	case pl != "":
 		l, err := k3s.ParseLabel(pl)
 		if err != nil {
@@ -65,7 +72,7 @@ func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet, what string) (cluster.Po
 		}
 		if !found {
 			p.Labels = append(p.Labels, l)
-			g.log.Warn("the pool label is not in join.labels: nodes register with it only when join adds it", "label", l.String())
+			env.Log().Warn("the pool label is not in join.labels: nodes register with it only when join adds it", "label", l.String())
 		}
 	case len(labels) > 0:
 		p.Label = labels[0]
@@ -75,13 +82,15 @@ func (f *poolFlags) pool(g *globals, fs *pflag.FlagSet, what string) (cluster.Po
 	return p, nil
 }
 
-func newClusterCommand(g *globals) *cobra.Command {
+// New is the `cluster` command with its subcommands, render and check, as
+// an app.Extension: it replaces nodeprep's stub for it.
+func New(env *app.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Render or check the cluster side: device plugin values, workloads, KEDA ScaledJob, Karpenter NodePool",
-		Args:  noArgs,
+		Short: app.ClusterShort,
+		Args:  app.NoArgs,
 	}
-	cmd.AddCommand(newClusterRenderCommand(g), newClusterCheckCommand(g))
+	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env))
 	return cmd
 }
 
@@ -99,7 +108,7 @@ type clusterRenderOptions struct {
 	consolidateAfter      time.Duration
 }
 
-func newClusterRenderCommand(g *globals) *cobra.Command {
+func newClusterRenderCommand(env *app.Env) *cobra.Command {
 	o := &clusterRenderOptions{}
 	cmd := &cobra.Command{
 		Use:   "render",
@@ -116,8 +125,8 @@ address, image) are REPLACE_ME placeholders, each marked with a comment.
 check reads it back); -o yaml is the YAML stream, as text. --out writes YAML
 files and takes no -o json; it replaces all four or, on any failure (exit 73),
 none.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
+		Args: app.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
 	}
 	f := cmd.Flags()
 	o.poolFlags.add(f)
@@ -136,38 +145,38 @@ none.`,
 	return cmd
 }
 
-func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
+func (o *clusterRenderOptions) run(cmd *cobra.Command, env *app.Env) error {
 	fs := cmd.Flags()
-	if g.output == "json" && o.out != "" {
+	if env.Output() == "json" && o.out != "" {
 		return fault.Usage(errors.New("--out writes YAML files and -o json prints one JSON list to stdout: use one or the other"))
 	}
 	if err := o.checkFlags(fs); err != nil {
 		return err
 	}
-	pool, err := o.pool(g, fs, "rendering the cluster manifests")
+	pool, err := o.pool(env, fs, "rendering the cluster manifests")
 	if err != nil {
 		return err
 	}
-	cc := g.cfg.Cluster
+	cc := env.Config().Cluster
 	var nc cluster.NodeClassRef
-	if s := flagOr(fs, "node-class", o.nodeClass, cc.NodeClass); s != "" {
+	if s := app.FlagOr(fs, "node-class", o.nodeClass, cc.NodeClass); s != "" {
 		if nc, err = cluster.ParseNodeClass(s); err != nil {
-			return g.badValue(fs, "node-class", "cluster.nodeClass", err)
+			return badValue(env, fs, "node-class", "cluster.nodeClass", err)
 		}
 	}
-	instanceTypes := flagOr(fs, "fallback-instance-types", o.fallbackInstanceTypes, cc.FallbackInstanceTypes)
+	instanceTypes := app.FlagOr(fs, "fallback-instance-types", o.fallbackInstanceTypes, cc.FallbackInstanceTypes)
 	if fs.Changed("fallback-instance-types") && len(instanceTypes) == 0 {
 		return fault.Usage(errors.New(`--fallback-instance-types "": give one or more instance types, or leave the flag out for the placeholder`))
 	}
 	for _, it := range instanceTypes {
 		if err := cluster.CheckInstanceType(it); err != nil {
-			return g.badValue(fs, "fallback-instance-types", "cluster.fallbackInstanceTypes", err)
+			return badValue(env, fs, "fallback-instance-types", "cluster.fallbackInstanceTypes", err)
 		}
 	}
-	prometheus := flagOr(fs, "prometheus-address", o.prometheus, cc.PrometheusAddress)
+	prometheus := app.FlagOr(fs, "prometheus-address", o.prometheus, cc.PrometheusAddress)
 	if prometheus != "" {
 		if err := cluster.CheckPrometheusAddress(prometheus); err != nil {
-			return g.badValue(fs, "prometheus-address", "cluster.prometheusAddress", err)
+			return badValue(env, fs, "prometheus-address", "cluster.prometheusAddress", err)
 		}
 	}
 	// --max-gpus has no flag default, so that help says its default once.
@@ -183,7 +192,7 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	docs, err := cluster.Render(cluster.RenderOptions{
 		Pool:                  pool,
-		GFD:                   g.cfg.Join.GFDLabels != nil && !*g.cfg.Join.GFDLabels,
+		GFD:                   env.Config().Join.GFDLabels != nil && !*env.Config().Join.GFDLabels,
 		Name:                  o.name,
 		Namespace:             o.namespace,
 		Image:                 o.image,
@@ -201,12 +210,12 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	if o.out == "" {
 		data := cluster.Join(docs) // text and -o yaml: the stream is YAML
-		if g.output == "json" {
+		if env.Output() == "json" {
 			if data, err = cluster.JSONList(docs); err != nil {
 				return err
 			}
 		}
-		if _, err := g.streams.Out.Write(data); err != nil {
+		if _, err := env.Streams().Out.Write(data); err != nil {
 			return fault.CantWrite(fmt.Errorf("printing the manifests: %w", err))
 		}
 		return nil
@@ -216,7 +225,7 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	for _, p := range paths {
-		fmt.Fprintf(g.streams.Out, "wrote %s\n", p)
+		fmt.Fprintf(env.Streams().Out, "wrote %s\n", p)
 	}
 	return nil
 }
@@ -258,22 +267,18 @@ func (o *clusterRenderOptions) checkFlags(fs *pflag.FlagSet) error {
 // badValue is err about a value from the flag name when the command line
 // set it (a usage error, exit 2), else about the config file's key (its
 // value is malformed input, exit 65).
-func (g *globals) badValue(fs *pflag.FlagSet, flag, key string, err error) error {
+func badValue(env *app.Env, fs *pflag.FlagSet, flag, key string, err error) error {
 	if fs.Changed(flag) {
 		return fault.Usage(fmt.Errorf("--%s: %w", flag, err))
 	}
-	name := g.configPath
-	if name == "" {
-		name = nodeprep.DefaultConfigPath
-	}
-	return fault.Malformed(fmt.Errorf("reading config %q: %s: %w", name, key, err))
+	return fault.Malformed(fmt.Errorf("reading config %q: %s: %w", env.ConfigName(), key, err))
 }
 
 type clusterCheckOptions struct {
 	poolFlags
 }
 
-func newClusterCheckCommand(g *globals) *cobra.Command {
+func newClusterCheckCommand(env *app.Env) *cobra.Command {
 	o := &clusterCheckOptions{}
 	cmd := &cobra.Command{
 		Use:   "check FILE|DIR|-",
@@ -305,7 +310,7 @@ FIFO, socket, device or dangling symlink where a manifest file should be
 			return nil
 		},
 		ValidArgsFunction: manifestCompletion,
-		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, g, args[0]) },
+		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, env, args[0]) },
 	}
 	o.poolFlags.add(cmd.Flags())
 	return cmd
@@ -327,8 +332,8 @@ func isConfig(doc []byte) bool {
 	return err == nil
 }
 
-func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) error {
-	pool, err := o.pool(g, cmd.Flags(), "checking the manifests")
+func (o *clusterCheckOptions) run(cmd *cobra.Command, env *app.Env, src string) error {
+	pool, err := o.pool(env, cmd.Flags(), "checking the manifests")
 	if err != nil {
 		return err
 	}
@@ -338,7 +343,7 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 	)
 	rd := cluster.Reader{IsConfig: isConfig}
 	if src == "-" {
-		in, stop := cancelableReader(cmd.Context(), g.streams.In)
+		in, stop := cancelableReader(cmd.Context(), env.Streams().In)
 		defer stop()
 		objs, skip, err = rd.Read("stdin", in)
 		if cerr := cmd.Context().Err(); cerr != nil {
@@ -356,7 +361,7 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 		return err
 	}
 	rep := cluster.Check(objs, skip, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels})
-	if err := g.print(rep, func(w io.Writer) error { return writeClusterText(w, rep) }); err != nil {
+	if err := env.Print(rep, func(w io.Writer) error { return writeClusterText(w, rep) }); err != nil {
 		return fault.CantWrite(fmt.Errorf("printing the report: %w", err))
 	}
 	if len(rep.Rows) == 0 {
@@ -366,7 +371,7 @@ func (o *clusterCheckOptions) run(cmd *cobra.Command, g *globals, src string) er
 		return fault.CheckFailed(fmt.Errorf("cluster check: %s: nothing was checked", nothingIn(cluster.Printable(src), objs, skip)))
 	}
 	if !rep.OK {
-		return silent(fault.CheckFailed(errors.New("cluster check: a manifest does not match the nodes")))
+		return app.Silent(fault.CheckFailed(errors.New("cluster check: a manifest does not match the nodes")))
 	}
 	return nil
 }
@@ -393,7 +398,7 @@ func nothingIn(src string, objs []cluster.Object, skip []cluster.Skipped) string
 		return fmt.Sprintf("no manifests found in %s", src)
 	}
 	return fmt.Sprintf("no GPU workload, device plugin, KEDA or Karpenter object in %s (%s, %s)",
-		src, count(len(objs), "object"), count(len(skip), "skipped document"))
+		src, app.Count(len(objs), "object"), app.Count(len(skip), "skipped document"))
 }
 
 // writeClusterText prints the table, object × column, with ✓, ✗ [n] or –,
@@ -443,7 +448,7 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 		}
 		var what []string
 		if r.Ignored > 0 {
-			what = append(what, count(r.Ignored, "workload")+" with no GPU request, pool selector or GPU toleration")
+			what = append(what, app.Count(r.Ignored, "workload")+" with no GPU request, pool selector or GPU toleration")
 		}
 		switch n := len(r.Skipped) - configs; {
 		case n == 1:
@@ -452,13 +457,13 @@ func writeClusterText(w io.Writer, r *cluster.Report) error {
 			what = append(what, fmt.Sprintf("%d documents of other kinds", n))
 		}
 		if configs > 0 {
-			what = append(what, count(configs, "nodeprep config"))
+			what = append(what, app.Count(configs, "nodeprep config"))
 		}
 		fmt.Fprintf(w, "\nnot judged: %s\n", strings.Join(what, "; "))
 	}
 	verdict := "ok: the manifests match the nodes"
 	if !r.OK {
-		verdict = "FAILED: " + count(len(notes), "problem")
+		verdict = "FAILED: " + app.Count(len(notes), "problem")
 	}
 	_, err := fmt.Fprintln(w, verdict)
 	return err

@@ -1,4 +1,4 @@
-package app
+package clustercmd
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
@@ -28,8 +29,8 @@ var clusterCorpus = filepath.Join("..", "..", "..", "testdata", "cluster")
 func clusterRun(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	err := Run(args, IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
-	code = report(&errOut, err)
+	err := app.Run(args, app.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut}, New)
+	code = app.Report(&errOut, err)
 	return out.String(), errOut.String(), code
 }
 
@@ -266,6 +267,22 @@ func TestClusterRenderOutput(t *testing.T) {
 	}
 }
 
+// complete runs cobra's hidden __complete command, as the shell scripts of
+// `nodeprep completion` do, and returns the candidates and the directive.
+func complete(t *testing.T, args ...string) ([]string, cobra.ShellCompDirective) {
+	t.Helper()
+	stdout, stderr, code := clusterRun(t, "", append([]string{cobra.ShellCompRequestCmd}, args...)...)
+	if code != app.ExitOK {
+		t.Fatalf("__complete %q: exit %d: %s", args, code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	d, err := strconv.Atoi(strings.TrimPrefix(lines[len(lines)-1], ":"))
+	if err != nil {
+		t.Fatalf("__complete %q: no directive line: %q", args, stdout)
+	}
+	return lines[:len(lines)-1], cobra.ShellCompDirective(d)
+}
+
 // TestClusterCheckCompletion: check's argument completes as manifest files
 // and directories; a second argument gets nothing.
 func TestClusterCheckCompletion(t *testing.T) {
@@ -283,7 +300,7 @@ func TestClusterCheckCompletion(t *testing.T) {
 // the flag library's "(default X)" or the text's own, not both.
 func TestClusterHelpDefaults(t *testing.T) {
 	t.Parallel()
-	root, _ := newRootCommand(IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+	root := app.NewRootCommand(app.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}, New)
 	n := 0
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -318,10 +335,10 @@ func runGuarded(t *testing.T, ctx context.Context, stdin io.Reader, args ...stri
 	var out, errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		root, _ := newRootCommand(IOStreams{In: stdin, Out: &out, ErrOut: &errOut})
+		root := app.NewRootCommand(app.IOStreams{In: stdin, Out: &out, ErrOut: &errOut}, New)
 		root.SetArgs(args)
 		err := root.ExecuteContext(ctx)
-		done <- report(&errOut, err)
+		done <- app.Report(&errOut, err)
 	}()
 	select {
 	case code = <-done:
