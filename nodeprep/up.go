@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -167,6 +168,11 @@ type upRun struct {
 	stages [4]StageResult     // inventory, cdi, selftest, join; Status "" until the stage runs
 	patch  *specset.PatchPlan // the cdi stage's plan: every GPU spec in the runtime's view
 	expect int                // device names the spec was checked for
+	// probes are the self-test's children, started as soon as the
+	// inventory is in (they test the host's drivers, not the plan) so
+	// that they run while the other stages plan; stopProbes cancels them.
+	probes     *selftest.Probes
+	stopProbes context.CancelFunc
 }
 
 // stage indexes into upRun.stages, in pipeline order.
@@ -218,16 +224,19 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	}
 	start := opts.Now()
 	u.notify("STATUS=inspecting GPUs")
-	stopped := u.plan()
+	stopped := u.plan(ctx)
 	if errors.Is(stopped, fault.ErrUsage) {
+		u.endProbes()
 		return nil, stopped
 	}
 	if stopped == nil {
 		if err := u.preflight(); err != nil {
+			u.endProbes()
 			return nil, err
 		}
 		stopped = u.apply(ctx)
 	}
+	u.endProbes()
 	u.finish(start, stopped, iInventory, iCDI, iSelftest, iJoin)
 	r := u.report
 	switch {
@@ -303,11 +312,14 @@ func (u *upRun) run(i int, f func(st *StageResult) error) error {
 
 // plan reads and validates every stage's inputs and writes nothing. When a
 // later stage's plan fails, the stages planned before it are marked skipped:
-// nothing of theirs was applied.
-func (u *upRun) plan() error {
+// nothing of theirs was applied. Once the inventory is in, it starts the
+// self-test's probe children (startProbes), which run while the cdi and
+// join stages plan.
+func (u *upRun) plan(ctx context.Context) error {
 	if err := u.run(iInventory, u.inventory); err != nil {
 		return err
 	}
+	u.startProbes(ctx)
 	if err := u.run(iCDI, u.planCDI); err != nil {
 		return err
 	}
@@ -509,12 +521,50 @@ func (u *upRun) cdiSummary(verb string) string {
 	return fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(u.expect, "device name"))
 }
 
+// startProbes starts the self-test's probe children (selftest.Start) early,
+// before the plan is validated: they write nothing of the host's (the
+// shader cache is used only when it exists, selftest.
+// WithShaderCacheCreation), and a plan that fails, SIGTERM or a failed
+// write cancels them (endProbes). An error starting them (no probe
+// command) is left for the selftest stage to report.
+func (u *upRun) startProbes(ctx context.Context) {
+	pctx, cancel := context.WithCancel(ctx)
+	p, err := selftest.Start(pctx, append(slices.Clip(u.opts.Selftest), selftest.WithShaderCacheCreation(false))...)
+	if err != nil {
+		cancel()
+		return
+	}
+	u.probes, u.stopProbes = p, cancel
+}
+
+// endProbes cancels the early probe children, if any, and waits until they
+// have ended: none outlives the run.
+func (u *upRun) endProbes() {
+	if u.probes == nil {
+		return
+	}
+	u.stopProbes()
+	u.probes.Stop()
+}
+
 func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	u.notify("STATUS=running the adapter self-test")
-	rep, err := selftest.Run(ctx, u.inv, u.opts.Selftest...)
+	p := u.probes
+	if p == nil { // health, or an early start that failed: start them now
+		var err error
+		if p, err = selftest.Start(ctx, u.opts.Selftest...); err != nil {
+			return err
+		}
+	}
+	t0 := u.opts.Now()
+	rep, err := p.Wait(u.inv)
 	if err != nil {
 		return err
 	}
+	// The stage took as long as the probes, which started with the plan,
+	// plus what follows (the in-container self-test); run adds the time
+	// spent here.
+	st.DurationMS += rep.DurationMS - ms(u.opts.Now().Sub(t0))
 	u.report.Selftest = rep
 	matched := 0
 	for _, m := range rep.Matches {

@@ -1,17 +1,22 @@
 package nodeprep
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -330,4 +335,91 @@ func TestUpVerdictIsTheVerdictReached(t *testing.T) {
 	if len(rep.FilesChanged) != 2 {
 		t.Errorf("files changed %v: want the spec and the drop-in (the fault must come after them)", rep.FilesChanged)
 	}
+}
+
+// TestUpCancelsEarlyProbes: up starts the self-test's probe children as
+// soon as the inventory is in, while the other stages plan. When the plan
+// then fails (malformed k3s YAML), the probes are cancelled and waited for:
+// up returns without waiting for their timeout, nothing of theirs
+// survives it, and the self-test is reported skipped. The probes are the
+// real child (nodeprep __probe) loading fake drivers that hang.
+func TestUpCancelsEarlyProbes(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Binary(t)
+	dir := t.TempDir()
+	_, icd, err := drivertest.Build(dir, drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, egl, err := drivertest.Build(dir, drivertest.EGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := make([]byte, 8)
+	_, _ = rand.Read(mark)
+	marker := "NODEPREP_TEST_MARK=" + hex.EncodeToString(mark)
+	host := upHost(t, "nixos-h200")
+	cfg, _ := host.Path("/etc/rancher/k3s/config.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("node-label: [site=a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := upOptions(simulated("dgx-h200"), nil)
+	opts.Selftest = []selftest.Option{
+		selftest.WithCommand(bin, "__probe", "--report-pipe"),
+		selftest.WithEnv(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT=hang", marker)),
+		selftest.WithTimeout(10 * time.Minute),
+		selftest.WithAllowCPUAdapter(true),
+	}
+	type result struct {
+		rep *Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := Up(context.Background(), host, opts)
+		done <- result{rep, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("up waited for the hung probes after its plan failed") // a hang guard, not a timing target
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.rep.Ready || !errors.Is(res.rep.Err(), fault.ErrMalformed) {
+		t.Fatalf("ready=%v err=%v, want the plan's ErrMalformed", res.rep.Ready, res.rep.Err())
+	}
+	for _, s := range res.rep.Stages {
+		if s.Name == StageSelftest && s.Status != StatusSkipped {
+			t.Errorf("self-test stage %s, want skipped: %v", s.Status, s.Reasons)
+		}
+	}
+	if res.rep.Selftest != nil {
+		t.Errorf("a cancelled self-test was reported: %+v", res.rep.Selftest)
+	}
+	if left := processesWith(marker); len(left) > 0 {
+		t.Errorf("probe processes %v outlived up", left)
+	}
+}
+
+// processesWith lists the processes whose environment holds kv.
+func processesWith(kv string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(env, 0), []byte(kv+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

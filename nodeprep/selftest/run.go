@@ -49,10 +49,11 @@ type options struct {
 	requireEGL bool
 	allowCPU   bool
 	cacheDir   string
-	// prepareCache, when set, makes the cache directory at the first
-	// probe run and sets cacheDir.
-	prepareCache func() string
-	log          *slog.Logger
+	// prepareCache, when set, makes the cache directory (or, with
+	// noCacheCreation, finds it) when the probes start and sets cacheDir.
+	prepareCache    func(create bool) string
+	noCacheCreation bool
+	log             *slog.Logger
 }
 
 // Option configures Run.
@@ -120,11 +121,23 @@ func WithAllowCPUAdapter(allow bool) Option { return func(o *options) { o.allowC
 func WithShaderCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
 
 // WithShaderCache is WithShaderCacheDir with the directory made only when
-// the probes start: prepare creates it and returns its path, or "" (caches
-// off). So a run that stops before the self-test (bad input, an output
-// that cannot be written) leaves no cache directory behind.
-func WithShaderCache(prepare func() string) Option {
+// the probes start: prepare(true) creates it and returns its path, or ""
+// (caches off). So a run that stops before the self-test (bad input, an
+// output that cannot be written) leaves no cache directory behind. With
+// WithShaderCacheCreation(false) Start calls prepare(false), which returns
+// the path only when the directory already exists.
+func WithShaderCache(prepare func(create bool) string) Option {
 	return func(o *options) { o.prepareCache = prepare }
+}
+
+// WithShaderCacheCreation sets whether Start may create the shader cache
+// directory (WithShaderCache; default true). nodeprep.Up starts the probes
+// before its plan is validated, when nothing may be written yet, and
+// passes false: the probes then use a cache an earlier run made (health,
+// selftest), else run without one, as the first run of a boot does
+// anyway (/run is empty).
+func WithShaderCacheCreation(create bool) Option {
+	return func(o *options) { o.noCacheCreation = !create }
 }
 
 // WithLogger sets the logger for debug detail (the children's stderr).
@@ -134,8 +147,39 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // EGL probe children at the same time, each bounded by the timeout, and
 // evaluates their reports (Evaluate). A failed self-test is a Report with
 // Passed false (see Report.Err), not an error; the error is for a missing
-// WithCommand (ErrNoCommand) or a nil inventory.
+// WithCommand (ErrNoCommand) or a nil inventory. It is Start, then Wait.
 func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, error) {
+	if inv == nil {
+		return nil, errNilInventory
+	}
+	p, err := Start(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(inv)
+}
+
+var errNilInventory = errors.New("selftest: nil inventory")
+
+// Probes is a self-test whose two probe children Start has started; Wait
+// evaluates their reports against the inventory. The probes test the
+// host's drivers and need nothing of the inventory, so a caller reads
+// the inventory (the NVML child) or plans other work while they run.
+type Probes struct {
+	o     options
+	hints Hints
+	start time.Time
+	done  chan struct{} // closed when both children have ended
+	vk    ProbeResult[VulkanReport]
+	egl   ProbeResult[EGLReport]
+}
+
+// Start starts the Vulkan and the EGL probe children at the same time,
+// each bounded by the timeout and by ctx (cancelling ctx kills both: the
+// reports then say cancelled), and returns at once. The only error is a
+// missing WithCommand (ErrNoCommand). Every started Probes must be
+// waited for (Wait or Stop), so that no child outlives the caller.
+func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	o := options{
 		loader:     DefaultVulkanLoader,
 		eglLib:     DefaultEGLLibrary,
@@ -149,22 +193,38 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	if len(o.command) == 0 || o.command[0] == "" {
 		return nil, ErrNoCommand
 	}
-	if inv == nil {
-		return nil, errors.New("selftest: nil inventory")
-	}
-	start := time.Now()
-	hints := Hints{}
+	p := &Probes{o: o, start: time.Now(), done: make(chan struct{})}
 	if o.env != nil {
-		hints.ICDVar, hints.ICDPaths = ICDSearch(o.env)
-		hints.EGLVar, hints.EGLPaths = EGLVendorSearch(o.env)
+		p.hints.ICDVar, p.hints.ICDPaths = ICDSearch(o.env)
+		p.hints.EGLVar, p.hints.EGLPaths = EGLVendorSearch(o.env)
 	}
-	vkReq := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: hints.ICDPaths, ICDDefaultSearch: o.env != nil && hints.ICDVar == ""}
+	vkReq := ProbeRequest{API: APIVulkan, Library: o.loader, FenceTimeoutMS: (o.timeout * 3 / 4).Milliseconds(), ICDPaths: p.hints.ICDPaths, ICDDefaultSearch: o.env != nil && p.hints.ICDVar == ""}
 	eglReq := ProbeRequest{API: APIEGL, Library: o.eglLib}
 	if o.prepareCache != nil {
-		o.cacheDir = o.prepareCache()
+		p.o.cacheDir = o.prepareCache(!o.noCacheCreation)
 	}
-	vk, egl := runProbes(ctx, &o, vkReq, eglReq)
-	r := Evaluate(inv, vk, egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: hints})
+	go func() {
+		defer close(p.done)
+		p.vk, p.egl = runProbes(ctx, &p.o, vkReq, eglReq)
+	}()
+	return p, nil
+}
+
+// Stop waits for the children after ctx (Start's) was cancelled, or
+// until they end: a caller that gave up on the self-test (a failed plan)
+// cancels ctx, then calls Stop.
+func (p *Probes) Stop() { <-p.done }
+
+// Wait waits for both children and evaluates their reports against inv
+// (Evaluate). DurationMS counts from Start. The error is for a nil
+// inventory (after the children have ended).
+func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
+	<-p.done
+	if inv == nil {
+		return nil, errNilInventory
+	}
+	o := &p.o
+	r := Evaluate(inv, p.vk, p.egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: p.hints})
 	// A child that printed no report still had a library to open.
 	if r.Vulkan.Loader == "" {
 		r.Vulkan.Loader = o.loader
@@ -172,7 +232,7 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 	if r.EGL.Library == "" {
 		r.EGL.Library = o.eglLib
 	}
-	r.DurationMS = ms(time.Since(start))
+	r.DurationMS = ms(time.Since(p.start))
 	r.ProbeChild = o.command[0]
 	// Lists are [] when empty, never absent or null: scripts iterate them.
 	if r.Reasons == nil {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
@@ -327,5 +329,38 @@ func TestPreflightFailureLeavesNoCacheDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "run/nodeprep/shader-cache")); err == nil {
 		t.Error("a run stopped by its preflight made the shader cache directory")
+	}
+}
+
+// TestShaderCacheMadeBySelftestNotUp: up starts its probes before its plan
+// is validated, so it never creates the shader cache directory (it uses
+// one that exists); selftest, which writes nothing else, creates it.
+func TestShaderCacheMadeBySelftestNotUp(t *testing.T) {
+	t.Parallel()
+	icd, egl, explicit := drivertest.Mesa(os.Getenv)
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
+		if explicit {
+			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
+		}
+		t.Skip(why)
+	}
+	bin := nodeprepBinary(t)
+	root := hostCopy(t, "nixos-h200")
+	cache := filepath.Join(root, "run/nodeprep/shader-cache")
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--root", root}, args...)...)
+		cmd.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, out)
+		}
+	}
+	run("up", "--simulate", "dgx-h200", "--allow-cpu-adapter")
+	if _, err := os.Stat(cache); err == nil {
+		t.Error("up made the shader cache directory")
+	}
+	run("selftest", "--simulate", "dgx-h200", "--allow-cpu-adapter")
+	if fi, err := os.Stat(cache); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("selftest did not make the shader cache directory 0700: %v %v", fi, err)
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
 		selftest.WithLogger(g.log),
-		selftest.WithShaderCache(func() string { return shaderCacheDir(g) }),
+		selftest.WithShaderCache(func(create bool) string { return shaderCacheDir(g, create) }),
 	}, nil
 }
 
@@ -121,11 +122,24 @@ func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 	if err != nil {
 		return err
 	}
-	inv, err := o.inv.inventory(g, f)
+	if err := o.inv.check(f); err != nil {
+		return err
+	}
+	// The probes test the host's drivers and need nothing of the
+	// inventory: they run while NVML is read.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	probes, err := selftest.Start(ctx, opts...)
 	if err != nil {
 		return err
 	}
-	rep, err := selftest.Run(cmd.Context(), inv, opts...)
+	inv, err := o.inv.inventory(g, f)
+	if err != nil {
+		cancel()
+		probes.Stop()
+		return err
+	}
+	rep, err := probes.Wait(inv)
 	if err != nil {
 		return err
 	}
@@ -311,13 +325,20 @@ func childExecutable() (path string, lean bool, err error) {
 // shaderCacheHostPath is nodeprep's shader cache for the probe children.
 const shaderCacheHostPath = "/run/nodeprep/shader-cache"
 
-// shaderCacheDir is shaderCacheHostPath on this machine, created (the
-// drivers create only its last element); "" (caches off) when it cannot be.
-func shaderCacheDir(g *globals) string {
+// shaderCacheDir is shaderCacheHostPath on this machine, created when
+// create is set (the drivers create only its last element); "" (caches
+// off) when it cannot be, or, without create, when it does not exist.
+func shaderCacheDir(g *globals, create bool) string {
 	if g.host == nil {
 		return ""
 	}
 	p, err := g.host.Path(shaderCacheHostPath)
+	if err == nil && !create {
+		if fi, serr := os.Lstat(p); serr != nil || !fi.IsDir() {
+			return ""
+		}
+		return p
+	}
 	if err == nil {
 		// /run/nodeprep is 0755 whichever command creates it; the cache
 		// inside it is private.
