@@ -1,7 +1,6 @@
 package nodeprep
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -402,24 +400,7 @@ func TestUpCancelsEarlyProbes(t *testing.T) {
 	if res.rep.Selftest != nil {
 		t.Errorf("a cancelled self-test was reported: %+v", res.rep.Selftest)
 	}
-	if left := processesWith(marker); len(left) > 0 {
+	if left := testkit.ProcessesWith(marker); len(left) > 0 {
 		t.Errorf("probe processes %v outlived up", left)
 	}
-}
-
-// processesWith lists the processes whose environment holds kv.
-func processesWith(kv string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && bytes.Contains(append(env, 0), []byte(kv+"\x00")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -3,84 +3,21 @@ package main_test
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
-// TestNodeprepLeavesOutKubernetes: the nodeprep binary (the one that runs
-// at every boot) links neither the Kubernetes API types nor what they
-// bring (net/http, crypto/tls, protobuf, CBOR); nodeprep-cluster does.
-// A package of the list in nodeprep is a regression: start-up cost is
-// paid for every linked package's init and pages (docs/faults.md,
-// "Start-up").
-func TestNodeprepLeavesOutKubernetes(t *testing.T) {
-	banned := []string{"k8s.io/api/", "k8s.io/component-helpers/", "k8s.io/apimachinery/pkg/runtime", "net/http", "crypto/tls", "google.golang.org/protobuf/", "github.com/fxamacker/cbor/", "github.com/nodeprep/nodeprep/nodeprep/cluster", "github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"}
-	linked := func(pkg string) []string {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
-		if err != nil {
-			t.Fatalf("go list %s: %v", pkg, err)
-		}
-		return strings.Fields(string(out))
-	}
-	has := func(pkgs []string, b string) string {
-		for _, p := range pkgs {
-			if p == strings.TrimSuffix(b, "/") || strings.HasPrefix(p, b) && strings.HasSuffix(b, "/") || p == b {
-				return p
-			}
-		}
-		return ""
-	}
-	lean := linked("github.com/nodeprep/nodeprep/cmd/nodeprep")
-	for _, b := range banned {
-		if p := has(lean, b); p != "" {
-			t.Errorf("cmd/nodeprep links %s: it belongs in nodeprep-cluster only", p)
-		}
-	}
-	full := linked("github.com/nodeprep/nodeprep/cmd/nodeprep-cluster")
-	for _, want := range []string{"k8s.io/api/", "github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"} {
-		if has(full, want) == "" {
-			t.Errorf("cmd/nodeprep-cluster does not link %s: the check above would pass for nothing", want)
-		}
-	}
-}
-
-// binDir holds nodeprep and nodeprep-cluster side by side, built once.
-var binDir string
-
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		if !isShort() {
-			dir, err := os.MkdirTemp("", "nodeprep-cluster-test-")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer os.RemoveAll(dir)
-			for name, pkg := range map[string]string{"nodeprep": "./cmd/nodeprep", "nodeprep-cluster": "./cmd/nodeprep-cluster"} {
-				cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-				cmd.Dir = "../.."
-				if out, err := cmd.CombinedOutput(); err != nil {
-					fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)
-					return 1
-				}
-			}
-			binDir = dir
-		}
-		return m.Run()
-	}())
-}
-
-func isShort() bool {
-	for _, a := range os.Args[1:] {
-		if a == "-test.short" || a == "-test.short=true" {
-			return true
-		}
-	}
-	return false
+// binaries returns nodeprep and nodeprep-cluster, built side by side as
+// installed (testkit.Binary; skipped with -short).
+func binaries(t *testing.T) (nodeprep, full string) {
+	t.Helper()
+	nodeprep = testkit.Binary(t)
+	return nodeprep, filepath.Join(filepath.Dir(nodeprep), "nodeprep-cluster")
 }
 
 type ran struct {
@@ -111,10 +48,7 @@ func run(t *testing.T, stdin, bin string, args ...string) ran {
 // their help and shell completion. Without nodeprep-cluster it says where
 // it looked and exits 69, writing nothing.
 func TestClusterForwarding(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds nodeprep and nodeprep-cluster; skipped with -short")
-	}
-	nodeprep, full := filepath.Join(binDir, "nodeprep"), filepath.Join(binDir, "nodeprep-cluster")
+	nodeprep, full := binaries(t)
 	root := t.TempDir()
 	cfg := filepath.Join(root, "config.yaml")
 	if err := os.WriteFile(cfg, []byte("join:\n  labels: [pool=gpu]\n"), 0o644); err != nil {
@@ -186,12 +120,10 @@ func TestClusterForwarding(t *testing.T) {
 // TestClusterExecutableIsFull: nodeprep-cluster answers every nodeprep
 // command as nodeprep does (it is nodeprep with the cluster commands).
 func TestClusterExecutableIsFull(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds nodeprep and nodeprep-cluster; skipped with -short")
-	}
+	nodeprep, full := binaries(t)
 	for _, args := range [][]string{{"version"}, {"--help"}, {"cdi", "--help"}, {"up", "--simulate", "dgx-h999"}} {
-		got := run(t, "", filepath.Join(binDir, "nodeprep-cluster"), args...)
-		want := run(t, "", filepath.Join(binDir, "nodeprep"), args...)
+		got := run(t, "", full, args...)
+		want := run(t, "", nodeprep, args...)
 		if got != want {
 			t.Errorf("nodeprep-cluster %q differs from nodeprep:\n got %+v\nwant %+v", args, got, want)
 		}

@@ -66,13 +66,7 @@ func binaries(t *testing.T) (nodeprep, probe string) {
 // missing, and skips when they are simply not installed.
 func mesaEnv(t *testing.T, extra ...string) []string {
 	t.Helper()
-	icd, egl, explicit := drivertest.Mesa(os.Getenv)
-	if why := drivertest.MesaMissing(os.Getenv); why != "" {
-		if explicit {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
+	icd, egl := testkit.Mesa(t)
 	return append(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl), extra...)
 }
 

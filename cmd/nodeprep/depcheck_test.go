@@ -69,6 +69,43 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
+// TestNodeprepLeavesOutKubernetes: the nodeprep binary (the one that runs
+// at every boot) links neither the Kubernetes API types nor what they
+// bring (net/http, crypto/tls, protobuf, CBOR); nodeprep-cluster does.
+// A package of the list in nodeprep is a regression: start-up cost is
+// paid for every linked package's init and pages (docs/faults.md,
+// "Start-up").
+func TestNodeprepLeavesOutKubernetes(t *testing.T) {
+	banned := []string{"k8s.io/api/", "k8s.io/component-helpers/", "k8s.io/apimachinery/pkg/runtime", "net/http", "crypto/tls", "google.golang.org/protobuf/", "github.com/fxamacker/cbor/", "github.com/nodeprep/nodeprep/nodeprep/cluster", "github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"}
+	linked := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	has := func(pkgs []string, b string) string {
+		for _, p := range pkgs {
+			if p == strings.TrimSuffix(b, "/") || strings.HasPrefix(p, b) && strings.HasSuffix(b, "/") || p == b {
+				return p
+			}
+		}
+		return ""
+	}
+	lean := linked("github.com/nodeprep/nodeprep/cmd/nodeprep")
+	for _, b := range banned {
+		if p := has(lean, b); p != "" {
+			t.Errorf("cmd/nodeprep links %s: it belongs in nodeprep-cluster only", p)
+		}
+	}
+	full := linked("github.com/nodeprep/nodeprep/cmd/nodeprep-cluster")
+	for _, want := range []string{"k8s.io/api/", "github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"} {
+		if has(full, want) == "" {
+			t.Errorf("cmd/nodeprep-cluster does not link %s: the check above would pass for nothing", want)
+		}
+	}
+}
+
 // TestDomainPackagesStayQuiet: below cmd/ nothing reads flags, the
 // environment or os.Args, or writes to os.Stdout/os.Stderr (comments aside).
 func TestDomainPackagesStayQuiet(t *testing.T) {

@@ -1,19 +1,17 @@
 package selftest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // TestDriverFaults runs the real probes against fake drivers built here
@@ -90,27 +88,10 @@ func TestDriverFaults(t *testing.T) {
 				if tc.warning != "" && !warned {
 					t.Errorf("warnings %q, want one saying %q", r.Warnings, tc.warning)
 				}
-				if left := processesWith(marker); len(left) > 0 {
+				if left := testkit.ProcessesWith(marker); len(left) > 0 {
 					t.Errorf("processes %v of the probe outlived it", left)
 				}
 			})
 		}
 	}
-}
-
-// processesWith lists the processes whose environment holds kv.
-func processesWith(kv string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err == nil && bytes.Contains(append(env, 0), []byte(kv+"\x00")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/child"
 	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // childEnv marks a re-executed test binary as a probe child: TestMain then
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 // Real components on this kind of host: Mesa's lavapipe and Mesa EGL,
 // from VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES or this
 // architecture's Debian paths (drivertest.Mesa).
-var lavapipeICD, mesaEGL, mesaExplicit = drivertest.Mesa(os.Getenv)
+var lavapipeICD, mesaEGL, _ = drivertest.Mesa(os.Getenv)
 
 // driverEnv is the test process's environment without any driver
 // override, plus the child marker and the given "KEY=value" entries: the
@@ -52,10 +53,5 @@ func driverEnv(extra ...string) []string {
 // named them (`make unit`, a Nix sandbox) and one is missing.
 func requireMesa(t *testing.T) {
 	t.Helper()
-	if why := drivertest.MesaMissing(os.Getenv); why != "" {
-		if mesaExplicit {
-			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
-		}
-		t.Skip(why)
-	}
+	testkit.Mesa(t)
 }

@@ -5,6 +5,8 @@
 package testkit
 
 import (
+	"strconv"
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -229,4 +232,41 @@ func ContainerRootfs(t testing.TB) string {
 		t.Skip("the container self-test needs root")
 	}
 	return rootfs
+}
+
+// Mesa returns the manifests of Mesa's lavapipe ICD and Mesa's EGL vendor
+// library (drivertest.Mesa), the real stand-ins for the NVIDIA driver. The
+// test is skipped when they are not installed (`make deps` and .ci/run
+// install them) and fails when the environment named them
+// (VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES: `make unit`, a Nix
+// sandbox) and one is missing.
+func Mesa(t testing.TB) (icd, egl string) {
+	t.Helper()
+	icd, egl, explicit := drivertest.Mesa(os.Getenv)
+	if why := drivertest.MesaMissing(os.Getenv); why != "" {
+		if explicit {
+			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
+		}
+		t.Skip(why)
+	}
+	return icd, egl
+}
+
+// ProcessesWith lists the processes whose environment holds kv
+// ("KEY=value"): a test marks the children it starts with a random kv and
+// asks which of them are left.
+func ProcessesWith(kv string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(env, 0), []byte(kv+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
@@ -337,13 +336,7 @@ func TestPreflightFailureLeavesNoCacheDir(t *testing.T) {
 // one that exists); selftest, which writes nothing else, creates it.
 func TestShaderCacheMadeBySelftestNotUp(t *testing.T) {
 	t.Parallel()
-	icd, egl, explicit := drivertest.Mesa(os.Getenv)
-	if why := drivertest.MesaMissing(os.Getenv); why != "" {
-		if explicit {
-			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
-		}
-		t.Skip(why)
-	}
+	icd, egl := testkit.Mesa(t)
 	bin := nodeprepBinary(t)
 	root := hostCopy(t, "nixos-h200")
 	cache := filepath.Join(root, "run/nodeprep/shader-cache")

@@ -12,8 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 func TestContainerUsage(t *testing.T) {
@@ -119,13 +119,7 @@ func TestContainerText(t *testing.T) {
 // says why, and the exit status is 69.
 func TestSelftestContainerRuntimeMissing(t *testing.T) {
 	t.Parallel()
-	icd, egl, explicit := drivertest.Mesa(os.Getenv)
-	if why := drivertest.MesaMissing(os.Getenv); why != "" {
-		if explicit {
-			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
-		}
-		t.Skip(why)
-	}
+	icd, egl := testkit.Mesa(t)
 	bin := nodeprepBinary(t)
 	cmd := exec.Command(bin, "--root", t.TempDir(), "-o", "json", "selftest", "--simulate", "dgx-h200", "--allow-cpu-adapter",
 		"--container", "--rootfs", t.TempDir(), "--oci-runtime", "/nonexistent/runc")

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
@@ -143,13 +142,7 @@ func TestBinaryDoesNotLinkGraphics(t *testing.T) {
 // EGL with a simulated DGX.
 func TestSelftestSimulated(t *testing.T) {
 	t.Parallel()
-	icd, egl, explicit := drivertest.Mesa(os.Getenv)
-	if why := drivertest.MesaMissing(os.Getenv); why != "" {
-		if explicit {
-			t.Fatalf("VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES name Mesa's drivers, but: %s", why)
-		}
-		t.Skip(why)
-	}
+	icd, egl := testkit.Mesa(t)
 	bin := nodeprepBinary(t)
 	run := func(args ...string) (*selftest.Report, int, string) {
 		cmd := exec.Command(bin, append([]string{"--root", t.TempDir(), "-o", "json", "selftest", "--simulate", "dgx-h200"}, args...)...)
