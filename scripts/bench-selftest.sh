@@ -9,7 +9,8 @@
 # Medians are reported. A cold variant empties nodeprep's shader cache
 # (under --root, where nodeprep keeps it) before each of its runs, as at
 # boot (/run is tmpfs).
-# Build first (`make build`); NODEPREP overrides the binary, RUNS the count.
+# Build first (`make build`); NODEPREP overrides the binary (nodeprep-probe
+# must sit beside it), RUNS the count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${NODEPREP:-bin/nodeprep}
@@ -38,6 +39,30 @@ eglout=$("$eglinfo" -B 2>&1 || true)
 grep -q "EGL client extensions" <<<"$eglout" || { echo "bench-selftest: $eglinfo -B does not run" >&2; exit 1; }
 [ -d "$cache" ] || { echo "bench-selftest: no shader cache at $cache" >&2; exit 1; }
 
+# Two references without the nodeprep parent, for the floor of this
+# design (docs/faults.md, "Self-test speed"): the two probe children
+# nodeprep starts, with the same requests and environment, started in
+# parallel by a shell ("children alone"), and one nodeprep-probe running
+# both probes in turn ("one child, in turn").
+probe=$(dirname "$bin")/nodeprep-probe
+[ -x "$probe" ] || { echo "bench-selftest: $probe not built (make build)" >&2; exit 1; }
+vkreq=$(jq -cn --arg icd "$icd" '{api: "vulkan", library: "libvulkan.so.1", fenceTimeoutMs: 22500, icdPaths: [$icd]}')
+eglreq='{"api":"egl","library":"libEGL.so.1"}'
+childenv="MESA_SHADER_CACHE_DIR=$cache __GL_SHADER_DISK_CACHE_PATH=$cache VK_LOADER_DEBUG=error,warn"
+cat >"$root/children.sh" <<EOS
+#!/bin/sh
+exec 3>/dev/null >/dev/null 2>&1
+env $childenv $probe __probe --report-pipe '$vkreq' &
+env $childenv $probe __probe --report-pipe '$eglreq' &
+wait
+EOS
+cat >"$root/onechild.sh" <<EOS
+#!/bin/sh
+exec 3>/dev/null >/dev/null 2>&1
+exec env $childenv $probe __probe --report-pipe '$vkreq' '$eglreq'
+EOS
+chmod +x "$root/children.sh" "$root/onechild.sh"
+
 # hyperfine runs one command's runs back to back; on a shared machine the
 # load drifts between them. So the run alternates: ROUNDS rounds of one
 # hyperfine call timing each command twice (-N: no shell; the pair runs
@@ -50,7 +75,9 @@ for i in $(seq "$rounds"); do
   hyperfine -N --warmup 1 --runs 2 --export-json "$out/round-$i.json" \
     -n "nodeprep selftest" "${selftest[*]}" \
     -n "vulkaninfo --summary" "vulkaninfo --summary" \
-    -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" >/dev/null 2>&1
+    -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" \
+    -n "the two probe children alone" "$root/children.sh" \
+    -n "one child, both probes in turn" "$root/onechild.sh" >/dev/null 2>&1
   # Cold: the cache emptied before the run (hyperfine's --prepare), as at
   # boot (/run is tmpfs).
   hyperfine -N --runs 2 --export-json "$out/cold-$i.json" --prepare "rm -rf '$cache'" \
@@ -62,6 +89,7 @@ jq -r --slurpfile c "$out/selftest-cold.json" '
   def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def ms: . * 1000 * 100 | round / 100;
   (.[0].times | median) as $n | (.[1].times | median) as $v | (.[2].times | median) as $ve |
+  (.[3].times | median) as $floor | (.[4].times | median) as $one |
   ($c[0] | median) as $cold |
   "medians over \(.[0].times | length) alternating runs each:",
   "nodeprep selftest (dgx-h200, lavapipe stand-in, dispatch verified): \($n | ms) ms",
@@ -69,4 +97,7 @@ jq -r --slurpfile c "$out/selftest-cold.json" '
   "vulkaninfo --summary; eglinfo -B:                                   \($ve | ms) ms",
   "ratio to vulkaninfo alone:      \($n / $v * 100 | round / 100)x (target <= 1.0x)",
   "ratio to vulkaninfo + eglinfo:  \($n / $ve * 100 | round / 100)x (target <= 0.6x)",
-  "nodeprep selftest, shader cache emptied before each run: \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)"' "$out/selftest.json"
+  "nodeprep selftest, shader cache emptied before each run: \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)",
+  "the floor, without the nodeprep parent:",
+  "  the two probe children alone, in parallel: \($floor | ms) ms (\($floor / $v * 100 | round / 100)x vulkaninfo, \($floor / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
+  "  one child, both probes in turn:            \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)"' "$out/selftest.json"
