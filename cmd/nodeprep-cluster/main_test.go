@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestNodeprepLeavesOutKubernetes: the nodeprep binary (the one that runs
@@ -90,7 +92,11 @@ type ran struct {
 
 func run(t *testing.T, stdin, bin string, args ...string) ran {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	// Not a timing assertion: a nodeprep that runs itself forever (see
+	// TestClusterBrokenInstall) fails instead of hanging the test binary.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	err := cmd.Run()
@@ -134,9 +140,12 @@ func TestClusterForwarding(t *testing.T) {
 		{"check on stdin, exit 1", manifest, []string{"--config", cfg, "cluster", "check", "-"}, 1, "j"},
 		{"usage error, exit 2", "", []string{"--config", cfg, "cluster", "check", ""}, 2, ""},
 		{"help", "", []string{"help", "cluster"}, 0, "render"},
+		{"help after a global flag", "", []string{"--root", root, "help", "cluster", "check"}, 0, "FILE|DIR|-"},
+		{"help with a global flag", "", []string{"help", "-q", "cluster"}, 0, "render"},
 		{"--help", "", []string{"cluster", "check", "--help"}, 0, "FILE|DIR|-"},
 		{"completion", "", []string{"__complete", "cluster", "check", ""}, 0, "yaml\nyml\njson\n:8"},
 		{"completion of a flag", "", []string{"__complete", "--root", "/", "cluster", "render", "--capa"}, 0, "--capacity-types"},
+		{"completion after help", "", []string{"__complete", "help", "cluster", ""}, 0, "check\t"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,5 +204,65 @@ func TestClusterExecutableIsFull(t *testing.T) {
 		if got != want {
 			t.Errorf("nodeprep-cluster %q differs from nodeprep:\n got %+v\nwant %+v", args, got, want)
 		}
+	}
+}
+
+// TestClusterBrokenInstall: when what sits beside nodeprep as
+// nodeprep-cluster cannot serve `nodeprep cluster`, nodeprep says what is
+// wrong with it, exits 69 and writes nothing (render --out makes no
+// directory). A copy of or a link to nodeprep in its place must not run
+// itself forever.
+func TestClusterBrokenInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds nodeprep and nodeprep-cluster; skipped with -short")
+	}
+	nodeprepData, err := os.ReadFile(filepath.Join(binDir, "nodeprep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile(filepath.Join(binDir, "nodeprep-cluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(data []byte, mode os.FileMode) func(string) error {
+		return func(p string) error { return os.WriteFile(p, data, mode) }
+	}
+	cases := []struct {
+		name  string
+		place func(p string) error // makes p, nodeprep-cluster beside nodeprep
+		want  string               // in stderr
+	}{
+		{"missing", func(string) error { return nil }, "which is not installed beside"},
+		{"dangling symlink", func(p string) error { return os.Symlink("/nonexistent/nodeprep-cluster", p) }, "which is not installed beside"},
+		{"not executable", write(full, 0o644), "nodeprep-cluster is not executable (mode -rw-r--r--"},
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }, "nodeprep-cluster is a directory, not the nodeprep-cluster executable"},
+		{"not a program", write([]byte("not a program\n"), 0o755), "exec format error: it is not a program this machine can run"},
+		{"missing interpreter", write([]byte("#!/nonexistent/sh\n"), 0o755), "no such file or directory: its interpreter or dynamic loader is missing"},
+		{"a link to nodeprep", func(p string) error { return os.Symlink("nodeprep", p) }, "does not have them: it is a copy of or a link to nodeprep"},
+		{"a copy of nodeprep", write(nodeprepData, 0o755), "does not have them: it is a copy of or a link to nodeprep"},
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("join:\n  labels: [pool=gpu]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			nodeprep, p := filepath.Join(dir, "nodeprep"), filepath.Join(dir, "nodeprep-cluster")
+			if err := os.WriteFile(nodeprep, nodeprepData, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.place(p); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out")
+			r := run(t, "", nodeprep, "--config", cfg, "cluster", "render", "--out", out)
+			if r.code != 69 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("exit %d, want 69 and one line saying %q:\n%s", r.code, c.want, r.stderr)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("render --out made %s (%v)", out, err)
+			}
+		})
 	}
 }
