@@ -266,3 +266,40 @@ func TestClusterBrokenInstall(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterThroughSymlink: nodeprep finds nodeprep-cluster beside the
+// file it is, not beside the name it was called by: a profile's symlink
+// (/usr/local/bin, ~/.nix-profile/bin, /run/current-system/sw/bin) to the
+// real bin directory, found through PATH or called by a relative path
+// from another directory.
+func TestClusterThroughSymlink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds nodeprep and nodeprep-cluster; skipped with -short")
+	}
+	dir := t.TempDir()
+	profile, cwd := filepath.Join(dir, "profile", "bin"), filepath.Join(dir, "work")
+	for _, d := range []string{profile, cwd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(binDir, "nodeprep"), filepath.Join(profile, "nodeprep")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "config.yaml"), []byte("join:\n  labels: [pool=gpu]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, cmd := range map[string]*exec.Cmd{
+		"PATH":          exec.Command("sh", "-c", `PATH="$1:$PATH" exec nodeprep --config config.yaml cluster render`, "sh", profile),
+		"relative path": exec.Command(filepath.Join("..", "profile", "bin", "nodeprep"), "--config", "config.yaml", "cluster", "render"),
+	} {
+		cmd.Dir = cwd
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Errorf("%s: %v: %s", name, err, ee.Stderr)
+		} else if err != nil || !strings.Contains(string(out), "kind: NodePool") {
+			t.Errorf("%s: %v; stdout lacks the NodePool:\n%s", name, err, out)
+		}
+	}
+}
