@@ -2,12 +2,14 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
@@ -27,7 +29,11 @@ type ran struct {
 
 func run(t *testing.T, stdin, bin string, args ...string) ran {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	// Not a timing assertion: a nodeprep that runs itself forever (see
+	// TestClusterBrokenInstall) fails instead of hanging the test binary.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
 	err := cmd.Run()
@@ -68,9 +74,12 @@ func TestClusterForwarding(t *testing.T) {
 		{"check on stdin, exit 1", manifest, []string{"--config", cfg, "cluster", "check", "-"}, 1, "j"},
 		{"usage error, exit 2", "", []string{"--config", cfg, "cluster", "check", ""}, 2, ""},
 		{"help", "", []string{"help", "cluster"}, 0, "render"},
+		{"help after a global flag", "", []string{"--root", root, "help", "cluster", "check"}, 0, "FILE|DIR|-"},
+		{"help with a global flag", "", []string{"help", "-q", "cluster"}, 0, "render"},
 		{"--help", "", []string{"cluster", "check", "--help"}, 0, "FILE|DIR|-"},
 		{"completion", "", []string{"__complete", "cluster", "check", ""}, 0, "yaml\nyml\njson\n:8"},
 		{"completion of a flag", "", []string{"__complete", "--root", "/", "cluster", "render", "--capa"}, 0, "--capacity-types"},
+		{"completion after help", "", []string{"__complete", "help", "cluster", ""}, 0, "check\t"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,6 +135,99 @@ func TestClusterExecutableIsFull(t *testing.T) {
 		want := run(t, "", nodeprep, args...)
 		if got != want {
 			t.Errorf("nodeprep-cluster %q differs from nodeprep:\n got %+v\nwant %+v", args, got, want)
+		}
+	}
+}
+
+// TestClusterBrokenInstall: when what sits beside nodeprep as
+// nodeprep-cluster cannot serve `nodeprep cluster`, nodeprep says what is
+// wrong with it, exits 69 and writes nothing (render --out makes no
+// directory). A copy of or a link to nodeprep in its place must not run
+// itself forever.
+func TestClusterBrokenInstall(t *testing.T) {
+	nodeprepBin, fullBin := binaries(t)
+	nodeprepData, err := os.ReadFile(nodeprepBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := os.ReadFile(fullBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(data []byte, mode os.FileMode) func(string) error {
+		return func(p string) error { return os.WriteFile(p, data, mode) }
+	}
+	cases := []struct {
+		name  string
+		place func(p string) error // makes p, nodeprep-cluster beside nodeprep
+		want  string               // in stderr
+	}{
+		{"missing", func(string) error { return nil }, "which is not installed beside"},
+		{"dangling symlink", func(p string) error { return os.Symlink("/nonexistent/nodeprep-cluster", p) }, "which is not installed beside"},
+		{"not executable", write(full, 0o644), "nodeprep-cluster is not executable (mode -rw-r--r--"},
+		{"a directory", func(p string) error { return os.Mkdir(p, 0o755) }, "nodeprep-cluster is a directory, not the nodeprep-cluster executable"},
+		{"not a program", write([]byte("not a program\n"), 0o755), "exec format error: it is not a program this machine can run"},
+		{"missing interpreter", write([]byte("#!/nonexistent/sh\n"), 0o755), "no such file or directory: its interpreter or dynamic loader is missing"},
+		{"a link to nodeprep", func(p string) error { return os.Symlink("nodeprep", p) }, "does not have them: it is a copy of or a link to nodeprep"},
+		{"a copy of nodeprep", write(nodeprepData, 0o755), "does not have them: it is a copy of or a link to nodeprep"},
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte("join:\n  labels: [pool=gpu]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			nodeprep, p := filepath.Join(dir, "nodeprep"), filepath.Join(dir, "nodeprep-cluster")
+			if err := os.WriteFile(nodeprep, nodeprepData, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.place(p); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out")
+			r := run(t, "", nodeprep, "--config", cfg, "cluster", "render", "--out", out)
+			if r.code != 69 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("exit %d, want 69 and one line saying %q:\n%s", r.code, c.want, r.stderr)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("render --out made %s (%v)", out, err)
+			}
+		})
+	}
+}
+
+// TestClusterThroughSymlink: nodeprep finds nodeprep-cluster beside the
+// file it is, not beside the name it was called by: a profile's symlink
+// (/usr/local/bin, ~/.nix-profile/bin, /run/current-system/sw/bin) to the
+// real bin directory, found through PATH or called by a relative path
+// from another directory.
+func TestClusterThroughSymlink(t *testing.T) {
+	nodeprepBin, _ := binaries(t)
+	dir := t.TempDir()
+	profile, cwd := filepath.Join(dir, "profile", "bin"), filepath.Join(dir, "work")
+	for _, d := range []string{profile, cwd} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(nodeprepBin, filepath.Join(profile, "nodeprep")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cwd, "config.yaml"), []byte("join:\n  labels: [pool=gpu]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, cmd := range map[string]*exec.Cmd{
+		"PATH":          exec.Command("sh", "-c", `PATH="$1:$PATH" exec nodeprep --config config.yaml cluster render`, "sh", profile),
+		"relative path": exec.Command(filepath.Join("..", "profile", "bin", "nodeprep"), "--config", "config.yaml", "cluster", "render"),
+	} {
+		cmd.Dir = cwd
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Errorf("%s: %v: %s", name, err, ee.Stderr)
+		} else if err != nil || !strings.Contains(string(out), "kind: NodePool") {
+			t.Errorf("%s: %v; stdout lacks the NodePool:\n%s", name, err, out)
 		}
 	}
 }
