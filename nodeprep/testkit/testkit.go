@@ -5,7 +5,6 @@
 package testkit
 
 import (
-	"strconv"
 	"bytes"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
