@@ -11,6 +11,8 @@
 #  4. The `up` demo: whole-process time, peak RSS, and each stage's time.
 #  5. The lean child, nodeprep-probe, against a re-exec of nodeprep
 #     (bench-child.sh).
+#  6. Start-up: `nodeprep version` against hello-world programs
+#     (bench-startup.sh).
 # Results also land in .bench/ (JSON from hyperfine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,3 +53,6 @@ jq -r --arg rss "$rss" --slurpfile h .bench/up.json '
 
 echo; echo "== the probe children: nodeprep-probe vs a re-exec of nodeprep"
 ./scripts/bench-child.sh
+
+echo; echo "== start-up: nodeprep version vs hello world"
+./scripts/bench-startup.sh
