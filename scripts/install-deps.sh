@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
-# install-deps.sh [demo|test|bench] — installs the Debian packages a make
-# target needs, only those missing (so a prepared machine pays nothing).
-# Needs root (or sudo) for apt-get. Go tools (staticcheck) are not installed
-# here: they are pinned in go.mod's `tool` block and run with `go tool`.
+# install-deps.sh [demo|test|bench] [--list] — installs the Debian packages
+# a make target needs, only those missing (so a prepared machine pays
+# nothing); --list prints the set's packages, one a line, and installs
+# nothing. Needs root (or sudo) for apt-get. Go tools (staticcheck) are not
+# installed here: they are pinned in go.mod's `tool` block and run with
+# `go tool`.
 #
-#   demo   the cgo toolchain, the Vulkan loader + Mesa's lavapipe, glvnd's
-#          libEGL + Mesa EGL, jq: what `make demo` runs
-#   test   demo's, plus headers, runc (in-container self-test) and nix-bin
-#          (the Nix checks)
+#   demo   what `make demo` builds and runs: the cgo toolchain and the
+#          Vulkan and EGL headers the self-test's shim includes (make build
+#          needs them), the Vulkan loader + Mesa's lavapipe, glvnd's libEGL
+#          + Mesa EGL, jq. TestDemoDepsHaveBuildHeaders keeps the headers
+#          in this set.
+#   test   demo's, plus runc (in-container self-test) and nix-bin (the Nix
+#          checks)
 #   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
 set_=${1:-test}
+list=${2:-}
 
 demo=(
   gcc make jq
-  libvulkan1 mesa-vulkan-drivers
-  libegl1 libegl-mesa0 libglvnd0
+  libvulkan1 libvulkan-dev mesa-vulkan-drivers
+  libegl1 libegl-dev libegl-mesa0 libglvnd0
 )
-test=("${demo[@]}" libvulkan-dev libegl-dev runc nix-bin time)
+test=("${demo[@]}" runc nix-bin time)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
 
 case $set_ in
   demo) pkgs=("${demo[@]}") ;;
   test) pkgs=("${test[@]}") ;;
   bench) pkgs=("${bench[@]}") ;;
-  *) echo "usage: $0 [demo|test|bench]" >&2; exit 2 ;;
+  *) echo "usage: $0 [demo|test|bench] [--list]" >&2; exit 2 ;;
+esac
+case $list in
+  "") ;;
+  --list) printf '%s\n' "${pkgs[@]}"; exit 0 ;;
+  *) echo "usage: $0 [demo|test|bench] [--list]" >&2; exit 2 ;;
 esac
 
 missing=()
