@@ -98,7 +98,8 @@ and replaces the file atomically. It is idempotent: a second run changes no
 byte.
 
 It prints one line per change (a mount added or replaced, cdiVersion
-raised): each is one error 'cdi check' reports on the same tree. --dry-run
+raised): each is one finding 'cdi check' reports on the same tree, an
+error for an essential piece, a warning for an optional one. --dry-run
 prints the same summary and the same problems and writes nothing; --diff
 prints the unified diff of the file instead of the change list; --check
 exits 1 when the spec would change.`,

@@ -88,7 +88,15 @@ func New(env *app.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: app.ClusterShort,
-		Args:  app.NoArgs,
+		Long: app.ClusterShort + `.
+
+These commands are in nodeprep-cluster, not in the nodeprep binary the
+node boots with (they link the Kubernetes API types): install
+nodeprep-cluster beside nodeprep, from the same build (make build puts
+both in bin/, the Nix package in $out/bin). 'nodeprep cluster ...' runs it
+with the same arguments; without it, it exits 69 naming the file it
+looked for.`,
+		Args: app.NoArgs,
 	}
 	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env))
 	return cmd
