@@ -163,7 +163,7 @@ in
       '';
       description = ''
         The rest of /etc/nodeprep/config.yaml (sections `cdi`, `nvml`,
-        `join`, `selftest`, `up`, `wait`; unknown keys are rejected by
+        `join`, `selftest`, `up`, `cluster`, `wait`; unknown keys are rejected by
         nodeprep). Durations are strings such as `"30s"`. Keys that typed
         options own (`join.taints`, `join.labels`, `join.defaultTaint`,
         `up.onSelftestFailure`, and `up.metricsFile` when
