@@ -602,7 +602,9 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	if failure == nil {
 		return nil
 	}
-	if u.opts.OnSelftestFailure == PolicyTaint {
+	// A self-test cut short by SIGTERM says nothing of the GPUs, and the
+	// drop-in is not written after it: the node does not join tainted.
+	if u.opts.OnSelftestFailure == PolicyTaint && ctx.Err() == nil {
 		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
 		u.report.Tainted = true

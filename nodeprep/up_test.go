@@ -404,3 +404,90 @@ func TestUpCancelsEarlyProbes(t *testing.T) {
 		t.Errorf("probe processes %v outlived up", left)
 	}
 }
+
+// cancellingNotifier cancels the run's context when up sends the state
+// that contains at: SIGTERM at a known point of the pipeline.
+type cancellingNotifier struct {
+	at     string
+	cancel context.CancelFunc
+}
+
+func (n *cancellingNotifier) Notify(s string) error {
+	if strings.Contains(s, n.at) {
+		n.cancel()
+	}
+	return nil
+}
+
+// TestUpCancelledSelftestNotTainted: SIGTERM while up waits for the
+// probes (the spec written, the drop-in not) ends the run with the
+// self-test's "cancelled", under --on-selftest-failure=taint too: a
+// self-test cut short says nothing of the GPUs, the report does not say
+// the node joins tainted, and no drop-in is written. The probes are the
+// real child loading fake drivers that hang.
+func TestUpCancelledSelftestNotTainted(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Binary(t)
+	dir := t.TempDir()
+	_, icd, err := drivertest.Build(dir, drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, egl, err := drivertest.Build(dir, drivertest.EGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{PolicyBlock, PolicyTaint} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			mark := make([]byte, 8)
+			_, _ = rand.Read(mark)
+			marker := "NODEPREP_TEST_MARK=" + hex.EncodeToString(mark)
+			host := upHost(t, "nixos-h200")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := upOptions(simulated("dgx-h200"), &cancellingNotifier{at: "running the adapter self-test", cancel: cancel})
+			opts.OnSelftestFailure = policy
+			opts.Selftest = []selftest.Option{
+				selftest.WithCommand(bin, "__probe", "--report-pipe"),
+				selftest.WithEnv(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT=hang", marker)),
+				selftest.WithTimeout(10 * time.Minute),
+				selftest.WithAllowCPUAdapter(true),
+			}
+			done := make(chan *Report, 1)
+			go func() {
+				rep, err := Up(ctx, host, opts)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- rep
+			}()
+			var rep *Report
+			select {
+			case rep = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("up waited for the hung probes after SIGTERM") // a hang guard
+			}
+			if rep == nil {
+				return
+			}
+			if rep.Ready || rep.Tainted {
+				t.Errorf("ready=%v tainted=%v, want neither", rep.Ready, rep.Tainted)
+			}
+			if !strings.Contains(rep.Verdict, "selftest: cancelled") {
+				t.Errorf("verdict %q, want the self-test's cancelled", rep.Verdict)
+			}
+			for _, s := range rep.Stages {
+				if s.Name == StageSelftest && s.Status != StatusFailed {
+					t.Errorf("self-test stage %s, want failed: %v", s.Status, s.Reasons)
+				}
+			}
+			if host.Exists("/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml") {
+				t.Error("a drop-in was written after SIGTERM")
+			}
+			if left := testkit.ProcessesWith(marker); len(left) > 0 {
+				t.Errorf("probe processes %v outlived up", left)
+			}
+		})
+	}
+}
