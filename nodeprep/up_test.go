@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -156,8 +157,10 @@ func TestUpPreflight(t *testing.T) {
 		prepare func(t *testing.T, h *hostfs.Root)
 		metrics string
 		dropIn  string
+		ctr     *ctrtest.Options
 		kind    error
 	}{
+		{name: "container rootfs missing", metrics: "/run/nodeprep/nodeprep.prom", ctr: &ctrtest.Options{Rootfs: "/nonexistent/rootfs"}, kind: fault.ErrUnavailable},
 		{name: "status is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
 			p, _ := h.Path("/run/nodeprep/status.json")
 			os.MkdirAll(p, 0o755)
@@ -182,9 +185,13 @@ func TestUpPreflight(t *testing.T) {
 			opts := upOptions(simulated("dgx-h200"), nil)
 			opts.MetricsFile = tt.metrics
 			opts.Join.DropIn = tt.dropIn
+			opts.Container = tt.ctr
 			_, err := Up(context.Background(), host, opts)
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("err = %v, want %v", err, tt.kind)
+			}
+			if tt.ctr != nil && host.Exists("/etc/rancher/k3s/config.yaml.d") {
+				t.Error("a preflight that refused the container's inputs made the drop-in directory")
 			}
 			if after, _ := host.ReadFile(cdi.DefaultSpecPath); string(after) != string(before) {
 				t.Error("the spec was written before the outputs were checked")
