@@ -381,6 +381,12 @@ func (u *upRun) preflight() error {
 		}
 		return nil
 	}
+	// The container's inputs first: the output checks create directories.
+	if u.opts.Container != nil {
+		if err := ctrtest.Preflight(*u.opts.Container); err != nil {
+			return err
+		}
+	}
 	sameDir := u.opts.StatusFile != "" && path.Dir(u.opts.MetricsFile) == path.Dir(u.opts.StatusFile)
 	dropIn := u.opts.Join.DropInPath()
 	if u.report.Command == "health" { // health writes no drop-in
@@ -397,9 +403,6 @@ func (u *upRun) preflight() error {
 		if err := check(c.what, c.path, c.mkdir); err != nil {
 			return err
 		}
-	}
-	if u.opts.Container != nil {
-		return ctrtest.Preflight(*u.opts.Container)
 	}
 	return nil
 }
@@ -602,7 +605,9 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	if failure == nil {
 		return nil
 	}
-	if u.opts.OnSelftestFailure == PolicyTaint {
+	// A self-test cut short by SIGTERM says nothing of the GPUs, and the
+	// drop-in is not written after it: the node does not join tainted.
+	if u.opts.OnSelftestFailure == PolicyTaint && ctx.Err() == nil {
 		st.Status = StatusWarning
 		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
 		u.report.Tainted = true

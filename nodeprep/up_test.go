@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -156,8 +157,10 @@ func TestUpPreflight(t *testing.T) {
 		prepare func(t *testing.T, h *hostfs.Root)
 		metrics string
 		dropIn  string
+		ctr     *ctrtest.Options
 		kind    error
 	}{
+		{name: "container rootfs missing", metrics: "/run/nodeprep/nodeprep.prom", ctr: &ctrtest.Options{Rootfs: "/nonexistent/rootfs"}, kind: fault.ErrUnavailable},
 		{name: "status is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
 			p, _ := h.Path("/run/nodeprep/status.json")
 			os.MkdirAll(p, 0o755)
@@ -182,9 +185,13 @@ func TestUpPreflight(t *testing.T) {
 			opts := upOptions(simulated("dgx-h200"), nil)
 			opts.MetricsFile = tt.metrics
 			opts.Join.DropIn = tt.dropIn
+			opts.Container = tt.ctr
 			_, err := Up(context.Background(), host, opts)
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("err = %v, want %v", err, tt.kind)
+			}
+			if tt.ctr != nil && host.Exists("/etc/rancher/k3s/config.yaml.d") {
+				t.Error("a preflight that refused the container's inputs made the drop-in directory")
 			}
 			if after, _ := host.ReadFile(cdi.DefaultSpecPath); string(after) != string(before) {
 				t.Error("the spec was written before the outputs were checked")
@@ -337,10 +344,13 @@ func TestUpVerdictIsTheVerdictReached(t *testing.T) {
 
 // TestUpCancelsEarlyProbes: up starts the self-test's probe children as
 // soon as the inventory is in, while the other stages plan. When the plan
-// then fails (malformed k3s YAML), the probes are cancelled and waited for:
-// up returns without waiting for their timeout, nothing of theirs
-// survives it, and the self-test is reported skipped. The probes are the
-// real child (nodeprep __probe) loading fake drivers that hang.
+// then fails (any stage's bad input) or the preflight does, the probes are
+// cancelled and waited for: up returns without waiting for their timeout,
+// nothing of theirs survives it (a daemon a driver forked included), the
+// self-test is reported skipped, and nothing but up's own report is
+// written (nothing at all for a preflight failure). The probes are the
+// real child (nodeprep __probe) loading fake drivers that hang or fork a
+// daemon.
 func TestUpCancelsEarlyProbes(t *testing.T) {
 	t.Parallel()
 	bin := testkit.Binary(t)
@@ -353,54 +363,209 @@ func TestUpCancelsEarlyProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mark := make([]byte, 8)
-	_, _ = rand.Read(mark)
-	marker := "NODEPREP_TEST_MARK=" + hex.EncodeToString(mark)
-	host := upHost(t, "nixos-h200")
-	cfg, _ := host.Path("/etc/rancher/k3s/config.yaml")
-	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name     string
+		scenario string
+		files    map[string]string // host path → content ("FIFO" makes a FIFO)
+		taints   []string
+		metrics  string // the metrics file ("" = upOptions')
+		kind     error  // the verdict's (plan) or the returned error's (preflight)
+		flight   bool   // the preflight fails: no report, nothing written
+	}{
+		{name: "malformed k3s YAML", files: map[string]string{"/etc/rancher/k3s/config.yaml": "node-label: [site=a\n"}, kind: fault.ErrMalformed},
+		{name: "misspelt key", files: map[string]string{"/etc/rancher/k3s/config.yaml": "node-labels: [site=a]\n"}, kind: fault.ErrMalformed},
+		{name: "FIFO drop-in", files: map[string]string{"/etc/rancher/k3s/config.yaml.d/10-site.yaml": "FIFO"}, kind: fault.ErrMalformed},
+		{name: "duplicate taint keys", taints: []string{"dedicated=a:NoSchedule", "dedicated=b:NoSchedule"}, kind: fault.ErrMalformed},
+		{name: "unpatchable spec", scenario: "plugin-kind-store", kind: fault.ErrCheckFailed},
+		{name: "device names missing", scenario: "broken-index-names", kind: fault.ErrCheckFailed},
+		{name: "malformed spec", scenario: "broken-malformed-spec", kind: fault.ErrMalformed},
+		{name: "preflight: metrics directory missing", metrics: "/var/lib/node_exporter/textfile/nodeprep.prom", kind: fault.ErrCantWrite, flight: true},
 	}
-	if err := os.WriteFile(cfg, []byte("node-label: [site=a\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts := upOptions(simulated("dgx-h200"), nil)
-	opts.Selftest = []selftest.Option{
-		selftest.WithCommand(bin, "__probe", "--report-pipe"),
-		selftest.WithEnv(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT=hang", marker)),
-		selftest.WithTimeout(10 * time.Minute),
-		selftest.WithAllowCPUAdapter(true),
-	}
-	type result struct {
-		rep *Report
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := Up(context.Background(), host, opts)
-		done <- result{rep, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("up waited for the hung probes after its plan failed") // a hang guard, not a timing target
-	}
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	if res.rep.Ready || !errors.Is(res.rep.Err(), fault.ErrMalformed) {
-		t.Fatalf("ready=%v err=%v, want the plan's ErrMalformed", res.rep.Ready, res.rep.Err())
-	}
-	for _, s := range res.rep.Stages {
-		if s.Name == StageSelftest && s.Status != StatusSkipped {
-			t.Errorf("self-test stage %s, want skipped: %v", s.Status, s.Reasons)
+	for _, tt := range tests {
+		for _, fake := range []string{"hang", "daemon"} {
+			t.Run(tt.name+"/"+fake, func(t *testing.T) {
+				t.Parallel()
+				mark := make([]byte, 8)
+				_, _ = rand.Read(mark)
+				marker := "NODEPREP_TEST_MARK=" + hex.EncodeToString(mark)
+				scenario := tt.scenario
+				if scenario == "" {
+					scenario = "nixos-h200"
+				}
+				host := upHost(t, scenario)
+				for p, content := range tt.files {
+					local, _ := host.Path(p)
+					if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					write := func() error { return os.WriteFile(local, []byte(content), 0o644) }
+					if content == "FIFO" {
+						write = func() error { return syscall.Mkfifo(local, 0o644) }
+					}
+					if err := write(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := testkit.Snapshot(t, host.Dir())
+				opts := upOptions(simulated("dgx-h200"), nil)
+				if tt.metrics != "" {
+					opts.MetricsFile = tt.metrics
+				}
+				for _, s := range tt.taints {
+					taint, err := k3s.ParseTaint(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts.Join.Taints = append(opts.Join.Taints, taint)
+				}
+				opts.Selftest = []selftest.Option{
+					selftest.WithCommand(bin, "__probe", "--report-pipe"),
+					selftest.WithEnv(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT="+fake, marker)),
+					selftest.WithTimeout(10 * time.Minute),
+					selftest.WithAllowCPUAdapter(true),
+				}
+				type result struct {
+					rep *Report
+					err error
+				}
+				done := make(chan result, 1)
+				go func() {
+					rep, err := Up(context.Background(), host, opts)
+					done <- result{rep, err}
+				}()
+				var res result
+				select {
+				case res = <-done:
+				case <-time.After(2 * time.Minute):
+					t.Fatal("up waited for the hung probes after its plan failed") // a hang guard, not a timing target
+				}
+				if left := testkit.ProcessesWith(marker); len(left) > 0 {
+					t.Errorf("probe processes %v outlived up", left)
+				}
+				// The status file's directory is made by the preflight (the
+				// CLI's lock makes it before).
+				var changed []string
+				for _, c := range testkit.Changes(before, testkit.Snapshot(t, host.Dir())) {
+					if c != "created /run/nodeprep" {
+						changed = append(changed, c)
+					}
+				}
+				if tt.flight {
+					if res.rep != nil || !errors.Is(res.err, tt.kind) {
+						t.Fatalf("Up = %v, %v; want no report and %v", res.rep, res.err, tt.kind)
+					}
+					if len(changed) > 0 {
+						t.Errorf("a failed preflight changed the host: %v", changed)
+					}
+					return
+				}
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+				if res.rep.Ready || !errors.Is(res.rep.Err(), tt.kind) {
+					t.Fatalf("ready=%v err=%v, want the plan's %v", res.rep.Ready, res.rep.Err(), tt.kind)
+				}
+				for _, s := range res.rep.Stages {
+					if s.Name == StageSelftest && s.Status != StatusSkipped {
+						t.Errorf("self-test stage %s, want skipped: %v", s.Status, s.Reasons)
+					}
+				}
+				if res.rep.Selftest != nil {
+					t.Errorf("a cancelled self-test was reported: %+v", res.rep.Selftest)
+				}
+				for _, c := range changed {
+					if c != "created "+opts.StatusFile && c != "created "+opts.MetricsFile {
+						t.Errorf("a failed plan changed %s (want only up's own report)", c)
+					}
+				}
+			})
 		}
 	}
-	if res.rep.Selftest != nil {
-		t.Errorf("a cancelled self-test was reported: %+v", res.rep.Selftest)
+}
+
+// cancellingNotifier cancels the run's context when up sends the state
+// that contains at: SIGTERM at a known point of the pipeline.
+type cancellingNotifier struct {
+	at     string
+	cancel context.CancelFunc
+}
+
+func (n *cancellingNotifier) Notify(s string) error {
+	if strings.Contains(s, n.at) {
+		n.cancel()
 	}
-	if left := testkit.ProcessesWith(marker); len(left) > 0 {
-		t.Errorf("probe processes %v outlived up", left)
+	return nil
+}
+
+// TestUpCancelledSelftestNotTainted: SIGTERM while up waits for the
+// probes (the spec written, the drop-in not) ends the run with the
+// self-test's "cancelled", under --on-selftest-failure=taint too: a
+// self-test cut short says nothing of the GPUs, the report does not say
+// the node joins tainted, and no drop-in is written. The probes are the
+// real child loading fake drivers that hang.
+func TestUpCancelledSelftestNotTainted(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Binary(t)
+	dir := t.TempDir()
+	_, icd, err := drivertest.Build(dir, drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, egl, err := drivertest.Build(dir, drivertest.EGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{PolicyBlock, PolicyTaint} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			mark := make([]byte, 8)
+			_, _ = rand.Read(mark)
+			marker := "NODEPREP_TEST_MARK=" + hex.EncodeToString(mark)
+			host := upHost(t, "nixos-h200")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := upOptions(simulated("dgx-h200"), &cancellingNotifier{at: "running the adapter self-test", cancel: cancel})
+			opts.OnSelftestFailure = policy
+			opts.Selftest = []selftest.Option{
+				selftest.WithCommand(bin, "__probe", "--report-pipe"),
+				selftest.WithEnv(append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT=hang", marker)),
+				selftest.WithTimeout(10 * time.Minute),
+				selftest.WithAllowCPUAdapter(true),
+			}
+			done := make(chan *Report, 1)
+			go func() {
+				rep, err := Up(ctx, host, opts)
+				if err != nil {
+					t.Error(err)
+				}
+				done <- rep
+			}()
+			var rep *Report
+			select {
+			case rep = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("up waited for the hung probes after SIGTERM") // a hang guard
+			}
+			if rep == nil {
+				return
+			}
+			if rep.Ready || rep.Tainted {
+				t.Errorf("ready=%v tainted=%v, want neither", rep.Ready, rep.Tainted)
+			}
+			if !strings.Contains(rep.Verdict, "selftest: cancelled") {
+				t.Errorf("verdict %q, want the self-test's cancelled", rep.Verdict)
+			}
+			for _, s := range rep.Stages {
+				if s.Name == StageSelftest && s.Status != StatusFailed {
+					t.Errorf("self-test stage %s, want failed: %v", s.Status, s.Reasons)
+				}
+			}
+			if host.Exists("/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml") {
+				t.Error("a drop-in was written after SIGTERM")
+			}
+			if left := testkit.ProcessesWith(marker); len(left) > 0 {
+				t.Errorf("probe processes %v outlived up", left)
+			}
+		})
 	}
 }

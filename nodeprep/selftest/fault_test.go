@@ -95,3 +95,47 @@ func TestDriverFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationEndsWithTheChildren: a caller of Start does other work while
+// the children run (up plans, then writes the CDI spec) and may call Wait
+// long after they have ended; the report's DurationMS is the children's
+// time and the evaluation, not that work. The fakes crash at once.
+func TestDurationEndsWithTheChildren(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, icd, err := drivertest.Build(dir, drivertest.ICD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, egl, err := drivertest.Build(dir, drivertest.EGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), WithCommand(exe),
+		WithEnv(driverEnv("VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl, "FAKE_FAULT=segv")),
+		WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the crashing probes did not end") // a hang guard
+	}
+	time.Sleep(300 * time.Millisecond) // the caller's other work
+	before := ms(time.Since(p.start))  // Wait is called this long after Start
+	r, err := p.Wait(simulatedInventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DurationMS >= before {
+		t.Errorf("durationMs %.1f counts the caller's work after the children ended (Wait called %.1f ms after Start)", r.DurationMS, before)
+	}
+	if r.DurationMS <= 0 {
+		t.Errorf("durationMs %.1f, want the children's time", r.DurationMS)
+	}
+}

@@ -169,6 +169,7 @@ type Probes struct {
 	o     options
 	hints Hints
 	start time.Time
+	ended time.Time     // when both children had ended; set before done closes
 	done  chan struct{} // closed when both children have ended
 	vk    ProbeResult[VulkanReport]
 	egl   ProbeResult[EGLReport]
@@ -206,6 +207,7 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	go func() {
 		defer close(p.done)
 		p.vk, p.egl = runProbes(ctx, &p.o, vkReq, eglReq)
+		p.ended = time.Now()
 	}()
 	return p, nil
 }
@@ -216,13 +218,17 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 func (p *Probes) Stop() { <-p.done }
 
 // Wait waits for both children and evaluates their reports against inv
-// (Evaluate). DurationMS counts from Start. The error is for a nil
-// inventory (after the children have ended).
+// (Evaluate). DurationMS is the children's time, from Start until both
+// had ended, plus the evaluation: what the caller did between the
+// children's end and Wait (planning, writing a spec) is not the
+// self-test's. The error is for a nil inventory (after the children
+// have ended).
 func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	<-p.done
 	if inv == nil {
 		return nil, errNilInventory
 	}
+	evaluated := time.Now()
 	o := &p.o
 	r := Evaluate(inv, p.vk, p.egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: p.hints})
 	// A child that printed no report still had a library to open.
@@ -232,7 +238,7 @@ func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	if r.EGL.Library == "" {
 		r.EGL.Library = o.eglLib
 	}
-	r.DurationMS = ms(time.Since(p.start))
+	r.DurationMS = ms(p.ended.Sub(p.start) + time.Since(evaluated))
 	r.ProbeChild = o.command[0]
 	// Lists are [] when empty, never absent or null: scripts iterate them.
 	if r.Reasons == nil {

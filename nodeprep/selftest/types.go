@@ -277,7 +277,8 @@ type Report struct {
 	EGL    EGLReport    `json:"egl" yaml:"egl"` // the EGL probe's report
 	// Matches has one entry per inventory GPU, in inventory order.
 	Matches []Match `json:"matches" yaml:"matches"`
-	// DurationMS is the whole self-test, children included, in milliseconds.
+	// DurationMS is the whole self-test in milliseconds: the children,
+	// from their start until both had ended, and the evaluation (Wait).
 	DurationMS float64 `json:"durationMs" yaml:"durationMs"`
 	// ProbeChild is the executable that served the probe children
 	// (WithCommand's path): nodeprep-probe, the lean child, when it sits

@@ -357,3 +357,70 @@ func TestShaderCacheMadeBySelftestNotUp(t *testing.T) {
 		t.Errorf("selftest did not make the shader cache directory 0700: %v %v", fi, err)
 	}
 }
+
+// TestShaderCacheNotFollowed: the drivers write into the shader cache and
+// load the shaders it holds, so up and selftest use
+// /run/nodeprep/shader-cache only when it is a directory of this user's
+// that no one else can write. A symlink there (even to a directory of the
+// root's), a file or a world-writable directory turns the cache off: the
+// run passes and nothing is written through it.
+func TestShaderCacheNotFollowed(t *testing.T) {
+	t.Parallel()
+	icd, egl := testkit.Mesa(t)
+	bin := nodeprepBinary(t)
+	tests := []struct {
+		name string
+		// plant makes what stands at the cache's path and returns the
+		// directory that must stay empty ("" for none).
+		plant func(t *testing.T, root, cache string) string
+	}{
+		{"symlink to a directory", func(t *testing.T, root, cache string) string {
+			if err := os.MkdirAll(filepath.Join(root, "var/lib/elsewhere"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/var/lib/elsewhere", cache); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(root, "var/lib/elsewhere")
+		}},
+		{"file", func(t *testing.T, root, cache string) string {
+			if err := os.WriteFile(cache, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}},
+		{"world-writable directory", func(t *testing.T, root, cache string) string {
+			if err := os.Mkdir(cache, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(cache, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			return cache
+		}},
+	}
+	for _, tt := range tests {
+		for _, command := range []string{"up", "selftest"} {
+			t.Run(tt.name+"/"+command, func(t *testing.T) {
+				t.Parallel()
+				root := hostCopy(t, "nixos-h200")
+				cache := filepath.Join(root, "run/nodeprep/shader-cache")
+				if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				empty := tt.plant(t, root, cache)
+				cmd := exec.Command(bin, "--root", root, command, "--simulate", "dgx-h200", "--allow-cpu-adapter")
+				cmd.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				if empty == "" {
+					return
+				}
+				if ents, err := os.ReadDir(empty); err != nil || len(ents) > 0 {
+					t.Errorf("the drivers wrote through the planted cache into %s: %v %v", empty, ents, err)
+				}
+			})
+		}
+	}
+}

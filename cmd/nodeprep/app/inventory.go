@@ -29,13 +29,16 @@ func (f *inventoryFlags) add(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.nvmlTimeout, "nvml-timeout", gpu.DefaultTimeout, "how long NVML may take to initialise and answer before it is reported hung")
 }
 
-// check validates --simulate and --nvml-lib without building anything, so
-// that a command can refuse them (exit 2) before it takes the lock or
-// writes anything.
+// check validates --simulate, --nvml-lib and --nvml-timeout without
+// building anything, so that a command can refuse them (exit 2) before it
+// takes the lock, starts the probes or writes anything.
 func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 	if f.simulate == "" {
 		if fs.Changed("simulate") { // --simulate '' must not quietly mean the real GPUs
 			return fault.Usage(fmt.Errorf("--simulate is empty: want one of %s", strings.Join(gpu.SimulatedNames(), ", ")))
+		}
+		if fs.Changed("nvml-timeout") && f.nvmlTimeout <= 0 {
+			return fault.Usage(fmt.Errorf("--nvml-timeout %s: want a positive duration", f.nvmlTimeout))
 		}
 		return nil
 	}
@@ -61,10 +64,7 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 	lib := flagOr(fs, "nvml-lib", f.nvmlLib, g.cfg.NVML.Library)
 	g.log.Debug("reading the GPU inventory from NVML", "library", lib)
 	timeout := flagOr(fs, "nvml-timeout", f.nvmlTimeout, g.cfg.NVML.Timeout)
-	if timeout <= 0 {
-		if fs.Changed("nvml-timeout") {
-			return nil, fault.Usage(fmt.Errorf("--nvml-timeout %s: want a positive duration", timeout))
-		}
+	if timeout <= 0 { // an explicit --nvml-timeout 0 is refused by check
 		timeout = gpu.DefaultTimeout
 	}
 	exe, lean, err := childExecutable()

@@ -61,6 +61,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		stderr string
 	}{
 		{name: "up, unknown simulated server", args: []string{"up", "--simulate", "dgx-h999"}, code: 2, stderr: "dgx-h999"},
+		{name: "up, --nvml-timeout 0", args: []string{"up", "--nvml-timeout", "0"}, code: 2, stderr: "--nvml-timeout"},
+		{name: "selftest, --nvml-timeout 0", args: []string{"selftest", "--nvml-timeout", "0"}, code: 2, stderr: "--nvml-timeout"},
 		{name: "up, empty --device-names", args: []string{"up", "--simulate", "dgx-h200", "--device-names", ""}, code: 2, stderr: "device-name"},
 		{name: "up, cdi.deviceNames: []", config: "cdi:\n  deviceNames: []\n", args: []string{"up", "--simulate", "dgx-h200"}, code: 65, stderr: "cdi.deviceNames"},
 		{name: "up, a label key twice", args: []string{"up", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
