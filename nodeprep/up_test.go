@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -354,15 +353,8 @@ func TestUpVerdictIsTheVerdictReached(t *testing.T) {
 func TestUpCancelsEarlyProbes(t *testing.T) {
 	t.Parallel()
 	bin := testkit.Binary(t)
-	dir := t.TempDir()
-	_, icd, err := drivertest.Build(dir, drivertest.ICD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, egl, err := drivertest.Build(dir, drivertest.EGL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakeICD, fakeEGL := testkit.FakeDrivers(t)
+	icd, egl := fakeICD.Manifest, fakeEGL.Manifest
 	tests := []struct {
 		name     string
 		scenario string
@@ -506,15 +498,8 @@ func (n *cancellingNotifier) Notify(s string) error {
 func TestUpCancelledSelftestNotTainted(t *testing.T) {
 	t.Parallel()
 	bin := testkit.Binary(t)
-	dir := t.TempDir()
-	_, icd, err := drivertest.Build(dir, drivertest.ICD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, egl, err := drivertest.Build(dir, drivertest.EGL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakeICD, fakeEGL := testkit.FakeDrivers(t)
+	icd, egl := fakeICD.Manifest, fakeEGL.Manifest
 	for _, policy := range []string{PolicyBlock, PolicyTaint} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()

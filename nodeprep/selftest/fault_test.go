@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
@@ -23,15 +22,8 @@ import (
 func TestDriverFaults(t *testing.T) {
 	requireMesa(t)
 	t.Parallel()
-	dir := t.TempDir()
-	icdLib, icdManifest, err := drivertest.Build(dir, drivertest.ICD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eglLib, eglManifest, err := drivertest.Build(dir, drivertest.EGL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakeICD, fakeEGL := testkit.FakeDrivers(t)
+	icdLib, icdManifest, eglLib, eglManifest := fakeICD.Lib, fakeICD.Manifest, fakeEGL.Lib, fakeEGL.Manifest
 	type want struct {
 		kind      ReasonKind
 		fragments []string
@@ -102,15 +94,8 @@ func TestDriverFaults(t *testing.T) {
 // time and the evaluation, not that work. The fakes crash at once.
 func TestDurationEndsWithTheChildren(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	_, icd, err := drivertest.Build(dir, drivertest.ICD)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, egl, err := drivertest.Build(dir, drivertest.EGL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakeICD, fakeEGL := testkit.FakeDrivers(t)
+	icd, egl := fakeICD.Manifest, fakeEGL.Manifest
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

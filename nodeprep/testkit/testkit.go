@@ -270,3 +270,26 @@ func ProcessesWith(kv string) []int {
 	}
 	return pids
 }
+
+// FakeDriver is a fake driver library built for a test and the manifest
+// that names it (drivertest.Build).
+type FakeDriver struct {
+	Lib      string // the library's path
+	Manifest string // the ICD manifest or EGL vendor manifest's path
+}
+
+// FakeDrivers builds the fake Vulkan ICD and the fake EGL vendor library
+// (nodeprep/drivertest: they hang, crash, flood or fork as FAKE_FAULT
+// says) into a temporary directory; a build failure fails the test.
+func FakeDrivers(t testing.TB) (icd, egl FakeDriver) {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
+	if icd.Lib, icd.Manifest, err = drivertest.Build(dir, drivertest.ICD); err != nil {
+		t.Fatal(err)
+	}
+	if egl.Lib, egl.Manifest, err = drivertest.Build(dir, drivertest.EGL); err != nil {
+		t.Fatal(err)
+	}
+	return icd, egl
+}
