@@ -170,9 +170,8 @@ type upRun struct {
 	expect int                // device names the spec was checked for
 	// probes are the self-test's children, started as soon as the
 	// inventory is in (they test the host's drivers, not the plan) so
-	// that they run while the other stages plan; stopProbes cancels them.
-	probes     *selftest.Probes
-	stopProbes context.CancelFunc
+	// that they run while the other stages plan; Up stops them on return.
+	probes *selftest.Probes
 }
 
 // stage indexes into upRun.stages, in pipeline order.
@@ -224,19 +223,23 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	}
 	start := opts.Now()
 	u.notify("STATUS=inspecting GPUs")
+	// A failed plan, preflight or spec write leaves the early probes
+	// running: none may outlive the run.
+	defer func() {
+		if u.probes != nil {
+			u.probes.Stop()
+		}
+	}()
 	stopped := u.plan(ctx)
 	if errors.Is(stopped, fault.ErrUsage) {
-		u.endProbes()
 		return nil, stopped
 	}
 	if stopped == nil {
 		if err := u.preflight(); err != nil {
-			u.endProbes()
 			return nil, err
 		}
 		stopped = u.apply(ctx)
 	}
-	u.endProbes()
 	u.finish(start, stopped, iInventory, iCDI, iSelftest, iJoin)
 	r := u.report
 	switch {
@@ -527,27 +530,13 @@ func (u *upRun) cdiSummary(verb string) string {
 // startProbes starts the self-test's probe children (selftest.Start) early,
 // before the plan is validated: they write nothing of the host's (the
 // shader cache is used only when it exists, selftest.
-// WithShaderCacheCreation), and a plan that fails, SIGTERM or a failed
-// write cancels them (endProbes). An error starting them (no probe
-// command) is left for the selftest stage to report.
+// WithShaderCacheCreation), and SIGTERM cancels them, as Up's return does
+// after a failed plan or write. An error starting them (no probe command)
+// is left for the selftest stage to report.
 func (u *upRun) startProbes(ctx context.Context) {
-	pctx, cancel := context.WithCancel(ctx)
-	p, err := selftest.Start(pctx, append(slices.Clip(u.opts.Selftest), selftest.WithShaderCacheCreation(false))...)
-	if err != nil {
-		cancel()
-		return
+	if p, err := selftest.Start(ctx, append(slices.Clip(u.opts.Selftest), selftest.WithShaderCacheCreation(false))...); err == nil {
+		u.probes = p
 	}
-	u.probes, u.stopProbes = p, cancel
-}
-
-// endProbes cancels the early probe children, if any, and waits until they
-// have ended: none outlives the run.
-func (u *upRun) endProbes() {
-	if u.probes == nil {
-		return
-	}
-	u.stopProbes()
-	u.probes.Stop()
 }
 
 func (u *upRun) selftest(ctx context.Context, st *StageResult) error {

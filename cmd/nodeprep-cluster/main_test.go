@@ -71,7 +71,7 @@ func TestClusterForwarding(t *testing.T) {
 	}{
 		{"render", "", []string{"--root", root, "--config", cfg, "cluster", "render"}, 0, "kind: NodePool"},
 		{"render -o json", "", []string{"-o", "json", "--config", cfg, "cluster", "render", "--name", "x"}, 0, `"kind": "ScaledJob"`},
-		{"check on stdin, exit 1", manifest, []string{"--config", cfg, "cluster", "check", "-"}, 1, "j"},
+		{"check on stdin, exit 1", manifest, []string{"--config", cfg, "cluster", "check", "-"}, 1, "job/j   gpu-workload  ✗ [1]\n"},
 		{"usage error, exit 2", "", []string{"--config", cfg, "cluster", "check", ""}, 2, ""},
 		{"help", "", []string{"help", "cluster"}, 0, "render"},
 		{"help after a global flag", "", []string{"--root", root, "help", "cluster", "check"}, 0, "FILE|DIR|-"},

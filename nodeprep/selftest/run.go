@@ -166,20 +166,21 @@ var errNilInventory = errors.New("selftest: nil inventory")
 // host's drivers and need nothing of the inventory, so a caller reads
 // the inventory (the NVML child) or plans other work while they run.
 type Probes struct {
-	o     options
-	hints Hints
-	start time.Time
-	ended time.Time     // when both children had ended; set before done closes
-	done  chan struct{} // closed when both children have ended
-	vk    ProbeResult[VulkanReport]
-	egl   ProbeResult[EGLReport]
+	o      options
+	hints  Hints
+	start  time.Time
+	ended  time.Time          // when both children had ended; set before done closes
+	cancel context.CancelFunc // ends the children (Stop)
+	done   chan struct{}      // closed when both children have ended
+	vk     ProbeResult[VulkanReport]
+	egl    ProbeResult[EGLReport]
 }
 
 // Start starts the Vulkan and the EGL probe children at the same time,
 // each bounded by the timeout and by ctx (cancelling ctx kills both: the
 // reports then say cancelled), and returns at once. The only error is a
-// missing WithCommand (ErrNoCommand). Every started Probes must be
-// waited for (Wait or Stop), so that no child outlives the caller.
+// missing WithCommand (ErrNoCommand). Every started Probes must end in
+// Wait or Stop, so that no child outlives the caller.
 func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	o := options{
 		loader:     DefaultVulkanLoader,
@@ -195,6 +196,7 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 		return nil, ErrNoCommand
 	}
 	p := &Probes{o: o, start: time.Now(), done: make(chan struct{})}
+	ctx, p.cancel = context.WithCancel(ctx)
 	if o.env != nil {
 		p.hints.ICDVar, p.hints.ICDPaths = ICDSearch(o.env)
 		p.hints.EGLVar, p.hints.EGLPaths = EGLVendorSearch(o.env)
@@ -212,10 +214,13 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	return p, nil
 }
 
-// Stop waits for the children after ctx (Start's) was cancelled, or
-// until they end: a caller that gave up on the self-test (a failed plan)
-// cancels ctx, then calls Stop.
-func (p *Probes) Stop() { <-p.done }
+// Stop kills the children, if they still run, and waits until they have
+// ended: for a caller that gives up on the self-test (a failed plan).
+// Calling it again, or after Wait, does nothing more.
+func (p *Probes) Stop() {
+	p.cancel()
+	<-p.done
+}
 
 // Wait waits for both children and evaluates their reports against inv
 // (Evaluate). DurationMS is the children's time, from Start until both
@@ -225,6 +230,7 @@ func (p *Probes) Stop() { <-p.done }
 // have ended).
 func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	<-p.done
+	p.cancel() // releases the context; the children have ended
 	if inv == nil {
 		return nil, errNilInventory
 	}

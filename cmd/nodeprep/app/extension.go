@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"io"
 	"log/slog"
 
@@ -46,9 +45,6 @@ func (e *Env) Streams() IOStreams { return e.g.streams }
 
 // Log is the logger to stderr at the -v/-q level.
 func (e *Env) Log() *slog.Logger { return e.g.log }
-
-// Context is the command's context; SIGTERM and SIGINT cancel it.
-func (e *Env) Context() context.Context { return e.g.ctx }
 
 // Print writes v to stdout in the --output format: text through text,
 // json (indented) and yaml through their encoders. Errors are the

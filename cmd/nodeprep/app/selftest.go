@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -129,15 +128,12 @@ func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 	}
 	// The probes test the host's drivers and need nothing of the
 	// inventory: they run while NVML is read.
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	probes, err := selftest.Start(ctx, opts...)
+	probes, err := selftest.Start(cmd.Context(), opts...)
 	if err != nil {
 		return err
 	}
 	inv, err := o.inv.inventory(g, f)
 	if err != nil {
-		cancel()
 		probes.Stop()
 		return err
 	}
