@@ -18,7 +18,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs nix-check docs-check demo bench faults fuzz shaders clean
+.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs tools nix-check docs-check demo bench faults fuzz shaders clean
 
 all: build
 
@@ -57,6 +57,12 @@ rootfs:
 	@echo "rootfs: the in-container self-test's image from Debian packages (.cache/rootfs)"
 	./scripts/make-test-rootfs.sh .cache/rootfs
 
+# The real upstream components the tests run (NVIDIA container toolkit,
+# containerd, crictl), built from their pinned tools modules under
+# testdata/tools/ into .cache/tools/ (a warm run builds nothing).
+tools:
+	@./scripts/build-tools.sh >/dev/null
+
 nix-check:
 	./scripts/nix-check.sh
 	./scripts/vendor-hash.sh --check
@@ -64,7 +70,7 @@ nix-check:
 docs-check:
 	./scripts/docs-check.sh
 
-test: deps build lint rootfs unit nix-check docs-check
+test: deps build lint rootfs tools unit nix-check docs-check
 
 demo: deps-demo build
 	./scripts/demo.sh

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# build-tools.sh [--print] COMPONENT... — builds the real upstream components
+# the tests run (the NVIDIA container toolkit, containerd, ...) from their
+# pinned tools modules under testdata/tools/<COMPONENT>/, through the Go
+# module proxy, into .cache/tools/<COMPONENT>/<key>/, and prints that
+# directory, one line a component. <key> hashes the module's go.mod and
+# go.sum and the Go version, so a pin that changes builds anew and a warm
+# run builds nothing (envtest keeps its binaries the same way). With no
+# COMPONENT it builds every tools module. --print only prints the
+# directories of the components already built and fails for the others.
+# Concurrent runs (parallel test binaries) wait on one lock per component.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+tools=$repo/testdata/tools
+cache=${NODEPREP_TOOLS_CACHE:-$repo/.cache/tools}
+print_only=0
+if [ "${1:-}" = --print ]; then print_only=1; shift; fi
+if [ $# = 0 ]; then
+  set -- $(cd "$tools" && for d in */go.mod; do printf '%s\n' "${d%/go.mod}"; done)
+fi
+gov=$(go env GOVERSION GOOS GOARCH | paste -sd-)
+for c in "$@"; do
+  mod=$tools/$c
+  [ -f "$mod/go.mod" ] || { echo "build-tools: no tools module testdata/tools/$c" >&2; exit 2; }
+  key=$(cat "$mod/go.mod" "$mod/go.sum" <(printf '%s' "$gov") | sha256sum | cut -c1-16)
+  out=$cache/$c/$key
+  if [ ! -e "$out/.complete" ]; then
+    if [ $print_only = 1 ]; then echo "build-tools: $c is not built (run scripts/build-tools.sh $c)" >&2; exit 1; fi
+    mkdir -p "$cache/$c"
+    exec 9>"$cache/$c/.lock"
+    flock 9
+    if [ ! -e "$out/.complete" ]; then
+      start=$(date +%s)
+      echo "build-tools: building $c (pinned in testdata/tools/$c/go.mod; cold builds take minutes)" >&2
+      tmp=$(mktemp -d "$cache/$c/.build.XXXXXX")
+      trap 'rm -rf "$tmp"' EXIT
+      # CGO for the NVIDIA tools (go-nvml dlopens libnvidia-ml); -trimpath
+      # keeps the build reproducible across checkouts, so the build cache
+      # serves every worktree and CI clone.
+      (cd "$mod" && CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" \
+        go build -mod=readonly -trimpath -o "$tmp/" tool)
+      touch "$tmp/.complete"
+      rm -rf "$out"
+      mv "$tmp" "$out"
+      trap - EXIT
+      echo "build-tools: built $c in $(( $(date +%s) - start )) s" >&2
+      # Older keys of this component are stale pins.
+      find "$cache/$c" -mindepth 1 -maxdepth 1 -type d ! -name "$key" ! -name '.build.*' -exec rm -rf {} +
+    fi
+    exec 9>&-
+  fi
+  printf '%s\n' "$out"
+done
