@@ -4,7 +4,7 @@
 # pinned tools modules under testdata/tools/<COMPONENT>/, through the Go
 # module proxy, into .cache/tools/<COMPONENT>/<key>/, and prints that
 # directory, one line a component. <key> hashes the module's go.mod and
-# go.sum and the Go version, so a pin that changes builds anew and a warm
+# go.sum, its ldflags file and the Go version, so a pin that changes builds anew and a warm
 # run builds nothing (envtest keeps its binaries the same way). With no
 # COMPONENT it builds every tools module. --print only prints the
 # directories of the components already built and fails for the others.
@@ -22,7 +22,10 @@ gov=$(go env GOVERSION GOOS GOARCH | paste -sd-)
 for c in "$@"; do
   mod=$tools/$c
   [ -f "$mod/go.mod" ] || { echo "build-tools: no tools module testdata/tools/$c" >&2; exit 2; }
-  key=$(cat "$mod/go.mod" "$mod/go.sum" <(printf '%s' "$gov") | sha256sum | cut -c1-16)
+  # An optional ldflags file sets what upstream's own Makefile sets with
+  # -X (the version the programs print and log).
+  ldflags=$(cat "$mod/ldflags" 2>/dev/null || true)
+  key=$(cat "$mod/go.mod" "$mod/go.sum" <(printf '%s\n%s' "$gov" "$ldflags") | sha256sum | cut -c1-16)
   out=$cache/$c/$key
   if [ ! -e "$out/.complete" ]; then
     if [ $print_only = 1 ]; then echo "build-tools: $c is not built (run scripts/build-tools.sh $c)" >&2; exit 1; fi
@@ -38,7 +41,7 @@ for c in "$@"; do
       # keeps the build reproducible across checkouts, so the build cache
       # serves every worktree and CI clone.
       (cd "$mod" && CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" \
-        go build -mod=readonly -trimpath -o "$tmp/" tool)
+        go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" tool)
       touch "$tmp/.complete"
       rm -rf "$out"
       mv "$tmp" "$out"
