@@ -196,17 +196,31 @@ func TestF3Discovery(t *testing.T) {
 			t.Errorf("%d ICDs discovered, want 1", n)
 		}
 	})
-	// The implicit layer names libnvidia-present.so.<ver>, which the NixOS
-	// spec does not mount: patch mounts it where the linker finds it.
+	// The implicit layer names libnvidia-present.so.<ver> by soname. The
+	// field report's spec did not mount it; the real generator (nvidia-ctk
+	// 1.20, nixos-h200) does, in the driver's folder its update-ldcache
+	// hook covers, so the linker finds it there and patch adds nothing;
+	// without that mount patch mounts it where the linker looks.
 	t.Run("layer-library", func(t *testing.T) {
 		t.Parallel()
+		const present = "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30/lib/libnvidia-present.so.550.54.15"
 		root := hostTree(t, "nixos-h200")
 		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
 			t.Fatal(err)
 		}
 		_, spec := loadSpec(t, root)
-		if m := mountAt(spec, "/usr/lib/x86_64-linux-gnu/libnvidia-present.so.550.54.15"); m == nil {
-			t.Errorf("libnvidia-present not mounted")
+		if mountAt(spec, present) == nil || mountAt(spec, "/usr/lib/x86_64-linux-gnu/libnvidia-present.so.550.54.15") != nil {
+			t.Errorf("the generator's mount of libnvidia-present is not the only one")
+		}
+
+		root = hostTree(t, "nixos-h200")
+		dropMount(t, root, present)
+		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
+			t.Fatal(err)
+		}
+		_, spec = loadSpec(t, root)
+		if mountAt(spec, "/usr/lib/x86_64-linux-gnu/libnvidia-present.so.550.54.15") == nil {
+			t.Errorf("libnvidia-present not mounted where the linker looks once the generator's mount is gone")
 		}
 	})
 }
@@ -399,4 +413,17 @@ func TestF8EmptyDevice(t *testing.T) {
 	if !bytes.Equal(before, readFile(t, root, specPath)) {
 		t.Errorf("spec changed")
 	}
+}
+
+// dropMount removes the spec's top-level mount of hostPath, which the
+// test needs to exist.
+func dropMount(t *testing.T, root *hostfs.Root, hostPath string) {
+	t.Helper()
+	_, spec := loadSpec(t, root)
+	n := len(spec.ContainerEdits.Mounts)
+	spec.ContainerEdits.Mounts = slices.DeleteFunc(spec.ContainerEdits.Mounts, func(m *specs.Mount) bool { return m.HostPath == hostPath })
+	if len(spec.ContainerEdits.Mounts) == n {
+		t.Fatalf("the spec does not mount %s", hostPath)
+	}
+	writeSpec(t, root, spec)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"testing"
 
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -29,7 +30,15 @@ func hugeSpec(tb testing.TB, base *specs.Spec, n int) []byte {
 	tb.Helper()
 	s := *base
 	s.Devices = nil
-	libs := base.ContainerEdits.Mounts
+	// The driver's library files (the generator's mounts of one file each
+	// in the nvidia-x11 store path), not its folders or /dev/null.
+	var libs []*specs.Mount
+	for _, m := range base.ContainerEdits.Mounts {
+		if strings.Contains(m.HostPath, "-nvidia-x11-") && strings.Contains(path.Base(m.HostPath), ".so") {
+			libs = append(libs, m)
+		}
+	}
+	libs = libs[:min(len(libs), 8)]           // ≈ 5 KB a device with the generator's mount options
 	hook := base.ContainerEdits.Hooks[0].Path // nvidia-cdi-hook, present on the host
 	for i := range n {
 		gpu := i % 8

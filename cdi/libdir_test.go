@@ -12,6 +12,9 @@ import (
 func TestSonameWithoutGlvnd(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "nixos-h200")
+	// The generator mounts the platform library in the driver's folder;
+	// without that mount it must come from the patch.
+	dropMount(t, root, "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30/lib/libnvidia-egl-wayland.so.1.1.13")
 	opts := nixosOptions("amd64")
 	opts.Discover.GlvndDirs = []string{"/nonexistent"}
 	opts.Discover.Paths.LibDir = "/usr/lib64"

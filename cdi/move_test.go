@@ -46,7 +46,7 @@ func TestContainerPathsMove(t *testing.T) {
 	for _, want := range []string{
 		"move vulkan-icd: /etc/vulkan/icd.d/nvidia_icd.json → /usr/share/vulkan/icd.d/nvidia_icd.json",
 		"move glvnd-dispatch: /usr/lib/x86_64-linux-gnu/libEGL.so.1 → /usr/lib64/libEGL.so.1",
-		"move library: /usr/lib/x86_64-linux-gnu/libnvidia-egl-wayland.so.1 → /usr/lib64/libnvidia-egl-wayland.so.1",
+		"move gbm-backend: /usr/lib/x86_64-linux-gnu/gbm/nvidia-drm_gbm.so → /usr/lib64/gbm/nvidia-drm_gbm.so",
 	} {
 		if !slices.Contains(moves, want) {
 			t.Errorf("no %q among the moves:\n%s", want, strings.Join(moves, "\n"))

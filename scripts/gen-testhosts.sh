@@ -1,44 +1,61 @@
 #!/usr/bin/env bash
 # Regenerates the host trees under testdata/hosts/ (committed; run this only
-# to change them). Each tree is a host root for --root: NixOS's
-# /run/opengl-driver link farm into /nix/store with absolute symlinks, the
-# CDI spec nvidia-ctk generates there, device nodes as empty files. Driver
-# libraries that a manifest names by soname are tiny real ELF shared objects
-# carrying that DT_SONAME (made with gcc), so soname checks read real ELF.
-# Store hashes and versions are placeholders.
+# to change them, as root: the CDI specs of the NixOS trees are written by
+# the real nvidia-ctk, chrooted, see scripts/nvidia-cdi-generate.sh).
+# HOSTS_DIR=DIR writes the trees into DIR instead (TestRealTestHosts
+# regenerates them there and wants no difference). Each tree is a host
+# root for --root: NixOS's /run/opengl-driver link farm into /nix/store with
+# absolute symlinks, the spec NixOS's generator unit writes there, device
+# nodes as empty files with their real type and numbers in the tree's
+# .devices (path, type, major, minor, mode; git cannot store device nodes,
+# testkit.HostCopy makes them when the tests run as root). Driver libraries
+# are tiny real ELF shared objects carrying their DT_SONAME (made with gcc),
+# so soname checks and the generator read real ELF. Store hashes are
+# placeholders; the driver is 550.54.15, the GPUs those of --simulate
+# dgx-h200 (the fake NVML nodeprep/drivertest/csrc/nvml-dgx-h200.c).
 set -euo pipefail
-cd "$(dirname "$0")/../testdata/hosts"
+repo=$(cd "$(dirname "$0")/.." && pwd)
+gen=$repo/scripts/nvidia-cdi-generate.sh
+mkdir -p "${HOSTS_DIR:=$repo/testdata/hosts}"
+cd "$HOSTS_DIR"
 VER=550.54.15
 NVH=4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6  # nvidia-x11
 GLH=8r7q6p5n4m3l2k1j0h9g8f7d6c5b4a3z  # libglvnd
 GDH=2a3b4c5d6f7g8h9j0k1l2m3n4p5q6r7s  # graphics-drivers (hardware.graphics buildEnv)
 MSH=9z8y7x6w5v4s3r2q1p0n9m8l7k6j5h4g  # mesa
 CTH=5d6f7g8h9j0k1l2m3n4p5q6r7s8a9b0c  # nvidia-container-toolkit
+CTTH=6f7g8h9j0k1l2m3n4p5q6r7s8a9b0c1d # nvidia-container-toolkit's tools output (nvidia-cdi-hook)
 LCH=3c4d5f6g7h8j9k0l1m2n3p4q5r6s7a8b  # glibc-bin (ldconfig)
+LBH=1b2c3d4f5g6h7j8k9l0m1n2p3q4r5s6a  # glibc (lib)
+BUSES=(18 2a 3a 5d 9a ab ba db)      # the simulated dgx-h200's PCI buses
 tmpc=$(mktemp -d); trap 'rm -rf "$tmpc"' EXIT
 echo 'int nodeprep_stub;' > "$tmpc/stub.c"
 
 # elfstub FILE SONAME: a minimal x86-64 shared object with DT_SONAME.
+# Each soname is compiled once and copied after.
 elfstub() {
-  mkdir -p "$(dirname "$1")"
-  gcc -shared -nostdlib -s -Wl,-soname,"$2" -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
-    -Wl,-z,noseparate-code -o "$1" "$tmpc/stub.c"
+  mkdir -p "$(dirname "$1")" "$tmpc/so"
+  [ -e "$tmpc/so/$2" ] || gcc -shared -nostdlib -s -Wl,-soname,"$2" -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
+    -Wl,-z,noseparate-code -o "$tmpc/so/$2" "$tmpc/stub.c"
+  cp "$tmpc/so/$2" "$1"
 }
 stub() { mkdir -p "$(dirname "$1")"; : > "$1"; }
 lnk() { mkdir -p "$(dirname "$2")"; ln -sfn "$1" "$2"; }
 json() { mkdir -p "$(dirname "$1")"; cat > "$1"; }
 
-# nixos HOST MACHINE NGPUS [UUIDS_JSON]: a NixOS host with the NVIDIA driver.
-# With UUIDS_JSON the spec names each GPU by index and by UUID, as
-# `nvidia-ctk cdi generate --device-name-strategy=index
-# --device-name-strategy=uuid` does (hardware.nvidia-container-toolkit's
-# device-name-strategy); the k8s device plugin asks for the UUID names.
+# nixos HOST MACHINE NGPUS TOOLKIT UNIT: a NixOS host with the NVIDIA
+# driver, whose spec the real nvidia-ctk of tools module TOOLKIT writes as
+# NixOS's generator UNIT runs it (scripts/nvidia-cdi-generate.sh).
 nixos() {
-  local h=$1 mach=$2 n=$3 uuids=${4:-[]}
+  local h=$1 mach=$2 n=$3 tk=$4 unit=$5
   rm -rf "$h"; mkdir -p "$h"
+  local tkver
+  tkver=$(awk '$1 == "github.com/NVIDIA/nvidia-container-toolkit" {print substr($2, 2)}' "$repo/testdata/tools/$tk/go.mod")
   local NV=/nix/store/$NVH-nvidia-x11-$VER-6.6.30 GL=/nix/store/$GLH-libglvnd-1.7.0
   local GD=/nix/store/$GDH-graphics-drivers MS=/nix/store/$MSH-mesa-24.0.7
-  local CT=/nix/store/$CTH-container-toolkit-1.15.0/bin/nvidia-ctk LC=/nix/store/$LCH-glibc-2.39-52-bin/bin/ldconfig
+  local CT=/nix/store/$CTH-nvidia-container-toolkit-$tkver/bin/nvidia-ctk
+  local HK=/nix/store/$CTTH-nvidia-container-toolkit-$tkver-tools/bin/nvidia-cdi-hook
+  local LC=/nix/store/$LCH-glibc-2.39-52-bin/bin/ldconfig LB=/nix/store/$LBH-glibc-2.39-52
   # the driver package
   elfstub "$h$NV/lib/libEGL_nvidia.so.$VER" libEGL_nvidia.so.0
   elfstub "$h$NV/lib/libGLX_nvidia.so.$VER" libGLX_nvidia.so.0
@@ -46,8 +63,12 @@ nixos() {
   elfstub "$h$NV/lib/libnvidia-egl-wayland.so.1.1.13" libnvidia-egl-wayland.so.1
   elfstub "$h$NV/lib/libnvidia-egl-gbm.so.1.1.1" libnvidia-egl-gbm.so.1
   elfstub "$h$NV/lib/libnvidia-present.so.$VER" libnvidia-present.so.$VER
-  for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-allocator \
-           libcuda libnvidia-ml libnvidia-ptxjitcompiler libnvidia-gpucomp libnvidia-glvkspirv; do stub "$h$NV/lib/$l.so.$VER"; done
+  for l in libnvidia-eglcore libnvidia-glcore libnvidia-glsi libnvidia-tls libnvidia-gpucomp libnvidia-glvkspirv; do
+    elfstub "$h$NV/lib/$l.so.$VER" "$l.so.$VER"
+  done
+  for l in libnvidia-allocator libcuda libnvidia-ml libnvidia-ptxjitcompiler; do elfstub "$h$NV/lib/$l.so.$VER" "$l.so.1"; done
+  lnk libnvidia-allocator.so.$VER "$h$NV/lib/libnvidia-allocator.so.1"
+  lnk libnvidia-ptxjitcompiler.so.$VER "$h$NV/lib/libnvidia-ptxjitcompiler.so.1"
   lnk libEGL_nvidia.so.$VER "$h$NV/lib/libEGL_nvidia.so.0"
   lnk libGLX_nvidia.so.$VER "$h$NV/lib/libGLX_nvidia.so.0"
   lnk libGLESv2_nvidia.so.$VER "$h$NV/lib/libGLESv2_nvidia.so.2"
@@ -56,7 +77,7 @@ nixos() {
   lnk libnvidia-egl-wayland.so.1.1.13 "$h$NV/lib/libnvidia-egl-wayland.so.1"
   lnk libnvidia-egl-gbm.so.1.1.1 "$h$NV/lib/libnvidia-egl-gbm.so.1"
   lnk ../libnvidia-allocator.so.$VER "$h$NV/lib/gbm/nvidia-drm_gbm.so"
-  stub "$h$NV/bin/nvidia-smi"
+  for b in nvidia-smi nvidia-cuda-mps-control nvidia-cuda-mps-server nvidia-debugdump nvidia-powerd; do stub "$h$NV/bin/$b"; done
   json "$h$NV/share/vulkan/icd.d/nvidia_icd.$mach.json" <<EOF
 {
     "file_format_version" : "1.0.1",
@@ -147,31 +168,28 @@ EOF
   done
   lnk "$GD" "$h/run/opengl-driver"
   lnk /run "$h/var/run"
-  stub "$h$CT"; stub "$h$LC"
-  for d in nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset; do stub "$h/dev/$d"; done
-  for ((i = 0; i < n; i++)); do stub "$h/dev/nvidia$i"; stub "$h/dev/dri/card$((i + 1))"; stub "$h/dev/dri/renderD$((128 + i))"; done
-  # the spec nvidia-ctk cdi generate writes on NixOS (index device names)
+  stub "$h$CT"; stub "$h$HK"; stub "$h$LC"
+  elfstub "$h$LB/lib/libc.so.6" libc.so.6; lnk lib "$h$LB/lib64"
+  # Device nodes: empty files here, their type and numbers in .devices
+  # (char 195/<minor> for the GPUs, 195/254 modeset, 195/255 ctl, 508/*
+  # uvm as the nvidia-uvm module's dynamic major often is, 226/* DRM).
+  {
+    echo "# path type major minor mode: the device nodes of this host (testkit.HostCopy makes them as root)"
+    echo "/dev/null c 1 3 0666"
+    for ((i = 0; i < n; i++)); do echo "/dev/nvidia$i c 195 $i 0666"; done
+    echo "/dev/nvidia-modeset c 195 254 0666"
+    echo "/dev/nvidiactl c 195 255 0666"
+    echo "/dev/nvidia-uvm c 508 0 0666"
+    echo "/dev/nvidia-uvm-tools c 508 1 0666"
+    for ((i = 0; i < n; i++)); do echo "/dev/dri/card$((i + 1)) c 226 $((i + 1)) 0660"; echo "/dev/dri/renderD$((128 + i)) c 226 $((128 + i)) 0666"; done
+  } > "$h/.devices"
+  awk '$1 ~ /^\// {print $1}' "$h/.devices" | while read -r d; do stub "$h$d"; done
+  for ((i = 0; i < n; i++)); do
+    lnk ../card$((i + 1)) "$h/dev/dri/by-path/pci-0000:${BUSES[i]}:00.0-card"
+    lnk ../renderD$((128 + i)) "$h/dev/dri/by-path/pci-0000:${BUSES[i]}:00.0-render"
+  done
   mkdir -p "$h/run/cdi"
-  jq -n --arg nv "$NV" --arg ver "$VER" --arg ct "$CT" --arg lc "$LC" --argjson n "$n" --argjson uuids "$uuids" '
-    def nodes($i): [{path: "/dev/nvidia\($i)"}, {path: "/dev/dri/card\($i + 1)"}, {path: "/dev/dri/renderD\(128 + $i)"}];
-    def ro: ["ro", "nosuid", "nodev", "bind"];
-    {
-      cdiVersion: "0.5.0",
-      kind: "nvidia.com/gpu",
-      devices: ([range(0; $n) | {name: "\(.)", containerEdits: {deviceNodes: nodes(.)}}]
-        + [$uuids | to_entries[] | {name: .value, containerEdits: {deviceNodes: nodes(.key)}}]
-        + [{name: "all", containerEdits: {deviceNodes: [range(0; $n) | nodes(.)[]]}}]),
-      containerEdits: {
-        env: ["NVIDIA_VISIBLE_DEVICES=void"],
-        deviceNodes: [{path: "/dev/nvidiactl"}, {path: "/dev/nvidia-uvm"}, {path: "/dev/nvidia-uvm-tools"}, {path: "/dev/nvidia-modeset"}],
-        hooks: [{hookName: "createContainer", path: $ct,
-                 args: ["nvidia-ctk", "hook", "update-ldcache", "--ldconfig-path", $lc, "--folder", "\($nv)/lib"]}],
-        mounts: ([ "libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-gpucomp", "libEGL_nvidia", "libGLX_nvidia",
-                   "libGLESv2_nvidia", "libnvidia-eglcore", "libnvidia-glcore", "libnvidia-glsi", "libnvidia-tls"]
-                 | map("\($nv)/lib/\(.).so.\($ver)") + ["\($nv)/bin/nvidia-smi", "/run/opengl-driver"]
-                 | map({hostPath: ., containerPath: ., options: ro}))
-      }
-    }' > "$h/run/cdi/nvidia-container-toolkit.json"
+  "$gen" "$tk" "$h" "$unit" > "$h/run/cdi/nvidia-container-toolkit.json"
 }
 
 # fhs-ubuntu: an FHS host whose generated spec already carries the graphics
@@ -219,10 +237,11 @@ EOF
     }' > "$h/var/run/cdi/nvidia-container-toolkit.json"
 }
 
-# The simulated DGX H200's UUIDs (stable: UUIDv5 of "dgx-h200/<index>").
-h200_uuids=$(cd ../.. && go run ./cmd/nodeprep inspect --simulate dgx-h200 -o json | jq -c '[.gpus[].uuid]')
-nixos nixos-h200 x86_64 8 "$h200_uuids"
-nixos nixos-gh200 aarch64 1
+TK117=nvidia-container-toolkit-1.17 TK120=nvidia-container-toolkit-1.20
+nixos nixos-h200 x86_64 8 $TK120 new
+nixos nixos-h200-hooks x86_64 8 $TK120 new-hooks
+nixos nixos-h200-ctk117 x86_64 8 $TK117 old
+nixos nixos-gh200 aarch64 1 $TK120 new
 fhs_ubuntu
 
 # Broken trees: copies of nixos-h200 with one fault each.
@@ -249,7 +268,7 @@ S=nixos-h200/run/cdi/nvidia-container-toolkit.json
 NVL=/nix/store/$NVH-nvidia-x11-$VER-6.6.30/lib
 broken dup-spec-copy
 cp "$S" dup-spec-copy/run/cdi/nvidia.yaml   # JSON is YAML: the same spec under a second name
-plugin_spec() { jq '.kind = "k8s.device-plugin.nvidia.com/gpu" | .devices |= map(select(.name | startswith("GPU-")))' "$S"; }
+plugin_spec() { "$gen" $TK120 nixos-h200 plugin; }
 broken plugin-kind
 plugin_spec > plugin-kind/run/cdi/k8s.device-plugin.nvidia.com-gpu.json
 broken plugin-kind-store
@@ -267,7 +286,8 @@ jq '.containerEdits.mounts += [{hostPath: "/run/opengl-driver/share/vulkan/icd.d
       containerPath: "/etc/vulkan/icd.d/nvidia_icd.json", options: ["ro", "nosuid", "nodev", "bind"]}]' "$S" \
   > dangling-dir-mount/run/cdi/nvidia-container-toolkit.json
 broken missing-companion
-jq --arg l "$NVL/libnvidia-gpucomp.so.$VER" '.containerEdits.mounts |= map(select(.hostPath != $l))' "$S" \
+jq --arg l "$NVL/libnvidia-" --arg v ".so.$VER" '.containerEdits.mounts |= map(select(.hostPath as $p
+      | [$l + "gpucomp" + $v, $l + "glvkspirv" + $v, $l + "allocator" + $v] | index($p) | not))' "$S" \
   > missing-companion/run/cdi/nvidia-container-toolkit.json
 elfstub "missing-companion$NVL/libnvidia-allocator.so.$VER" "libnvidia-allocator.so.$VER"
 gcc -shared -nostdlib -s -Wl,-soname,libGLX_nvidia.so.0 -Wl,--build-id=none -Wl,-z,max-page-size=4096 \
@@ -288,22 +308,46 @@ jq '.containerEdits.deviceNodes |= map(select(.path != "/dev/nvidia-modeset"))' 
 broken modeset-absent
 cp modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json modeset-absent/run/cdi/
 rm modeset-absent/dev/nvidia-modeset
+sed -i '\|^/dev/nvidia-modeset |d' modeset-absent/.devices
 # readme TREE TEXT: each tree says what it is.
 readme() { printf '%s\n' "$2" > "$1/README.md"; }
 readme nixos-h200 "# nixos-h200
 A NixOS DGX H200 node (x86_64, 8 GPUs, driver $VER): /run/opengl-driver is an absolute link to
 the hardware.graphics buildEnv in /nix/store, which links into the nvidia-x11, libglvnd and mesa
-store paths; /var/run links to /run. run/cdi/nvidia-container-toolkit.json is the spec
-nvidia-ctk generates there, with index and UUID device names (the UUIDs of --simulate dgx-h200):
-it mounts the driver libraries and /run/opengl-driver but no graphics manifest (F1). The ICD
-names libGLX_nvidia.so.0 by absolute store path (F2); the implicit layer names
-libnvidia-present.so.$VER, which the spec does not mount (F3). Libraries a manifest names by
-soname are tiny x86-64 ELF files carrying that DT_SONAME. nodeprep cdi patch must add 15 mounts;
-the demo runs nodeprep up on a copy of this tree."
+store paths; /var/run links to /run. .devices lists the device nodes (char 195/<minor> per GPU,
+modeset, ctl, uvm, DRM card/renderD, /dev/null); /dev/dri/by-path links each GPU's bus id to its
+DRM nodes. run/cdi/nvidia-container-toolkit.json is written by the real nvidia-ctk 1.20.2, run
+chrooted as NixOS's newer generator unit runs it (--discovery-mode auto --device-name-strategy
+index --disable-hook create-symlinks --nvidia-cdi-hook-path …, plus --device-name-strategy uuid
+through extraArgs) against a fake NVML reporting --simulate dgx-h200, then the module's jq step
+adds its default mounts (/run/opengl-driver, glibc, the driver's executables at /usr/bin, the
+nvidia-docker 1 folders): see scripts/nvidia-cdi-generate.sh. The spec has index and UUID device
+names with their /dev/nvidia<N> and DRM nodes, the driver libraries in the nvidia-x11 store path
+(rbind, rprivate) and the update-ldcache, enable-cuda-compat, disable-device-node-modification and
+update-application-profile hooks, a /dev/null mount at /var/run/nvidia-container-devices/void, but
+no graphics manifest: nvidia-ctk looks for them under /etc and /usr/share only (F1). The ICD
+names libGLX_nvidia.so.0 by absolute store path, which no mount provides (F2). Libraries are tiny
+x86-64 ELF files carrying their DT_SONAME. nodeprep cdi patch adds 11 mounts; the demo runs
+nodeprep up on a copy of this tree."
+readme nixos-h200-hooks "# nixos-h200-hooks
+nixos-h200 whose spec nvidia-ctk 1.20.2 wrote as the newer unit does with
+hardware.nvidia-container-toolkit.disable-hooks = [ ] (no --disable-hook): besides nixos-h200's
+hooks it has create-symlinks hooks for the driver sonames (libGLX_nvidia.so.0, libEGL_nvidia.so.0,
+libcuda.so, ... inside the nvidia-x11 store path's lib folder), libGLX_indirect.so.0, the GBM
+backend and each GPU's /dev/dri/by-path links. The hook creates
+<nvidia-x11>/lib/libGLX_nvidia.so.0 in the container, the path where cdi patch mounts the ICD's
+library."
+readme nixos-h200-ctk117 "# nixos-h200-ctk117
+nixos-h200 whose spec nvidia-ctk 1.17.8 wrote as NixOS's older generator unit runs it (--format
+json --ldconfig-path … --library-search-path <nvidia-x11>/lib --nvidia-ctk-path <toolkit>/bin/nvidia-ctk,
+then the jq mounts step): index and UUID device names (1.17's default), hooks run through
+\`nvidia-ctk hook\` (create-symlinks, enable-cuda-compat, update-ldcache), no
+disable-device-node-modification. The toolkit's store paths are 1.17.8's."
 readme nixos-gh200 "# nixos-gh200
-A NixOS GH200 node (aarch64, 1 GPU): like nixos-h200, but the ICD is nvidia_icd.aarch64.json and
-the multiarch directory is aarch64-linux-gnu. Use --arch arm64. (The ELF stubs are x86-64; only
-their DT_SONAME is read.)"
+A NixOS GH200 node (aarch64, 1 GPU): like nixos-h200, but the ICD is nvidia_icd.aarch64.json, the
+GPU is the simulated dgx-h200's first (the fake NVML built with NP_COUNT=1) and the spec is the
+one nvidia-ctk 1.20.2 writes for it with the newer unit's flags. Use --arch arm64. (The ELF stubs
+are x86-64; only their DT_SONAME is read.)"
 readme fhs-ubuntu "# fhs-ubuntu
 An FHS (Ubuntu-like) host whose generated spec already mounts the ICD, EGL vendor and EGL
 platform manifests where the loaders look. etc/nodeprep/config.yaml sets cdi.driverRoot: /usr.
@@ -334,7 +378,9 @@ cdi patch report conflicting-specs naming both files; nothing is written; up exi
 readme plugin-kind "# plugin-kind
 nixos-h200 with the NVIDIA device plugin in a CDI device list strategy (cdi-annotations or
 cdi-cri): it has written its own spec, /var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json, kind
-k8s.device-plugin.nvidia.com/gpu, one device per GPU named GPU-<uuid>, with the generator's edits
+k8s.device-plugin.nvidia.com/gpu, one device per GPU named GPU-<uuid>. It is what nvidia-ctk 1.20.2
+writes with --vendor k8s.device-plugin.nvidia.com --class gpu --device-name-strategy uuid (the
+device plugin's library and vendor), cdiVersion 0.3.0, without the \`all\` device, no jq mounts
 and no graphics mounts. Pods get that spec's edits. cdi check reports the graphics files missing
 from both specs; cdi patch patches both and warns device-plugin-spec (the plugin rewrites its
 spec when it starts)."
@@ -360,11 +406,11 @@ covered, but in the container that entry is a link to
 the container although it exists on the host. cdi check reports dangling-in-container; cdi patch
 mounts the real file where the link leads."
 readme missing-companion "# missing-companion
-nixos-h200 whose spec lacks libnvidia-gpucomp.so.$VER and, like the base tree,
-libnvidia-glvkspirv.so.$VER (both opened by the Vulkan driver with dlopen), and whose
-libGLX_nvidia.so.$VER has a DT_NEEDED on libnvidia-allocator.so.$VER, which the spec does not
-mount either. cdi check names all three (missing-driver-library); cdi patch mounts them next to
-libGLX_nvidia in the folder the ldcache hook covers."
+nixos-h200 whose spec lost the generator's mounts of libnvidia-gpucomp.so.$VER and
+libnvidia-glvkspirv.so.$VER (both opened by the Vulkan driver with dlopen) and of
+libnvidia-allocator.so.$VER, on which this tree's libGLX_nvidia.so.$VER has a DT_NEEDED. cdi
+check names all three (missing-driver-library); cdi patch mounts them next to libGLX_nvidia in the
+folder the ldcache hook covers."
 readme mixed-driver-version "# mixed-driver-version
 nixos-h200 whose spec mounts libnvidia-glcore.so.550.54.14 from an old nvidia-x11 store path still
 present after the upgrade, and every other driver library at $VER (the version NVML reports).

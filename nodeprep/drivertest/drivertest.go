@@ -56,15 +56,21 @@ const (
 	ICD  = "icd"  // libfake_icd.so: vk_icdNegotiateLoaderICDInterfaceVersion
 	EGL  = "egl"  // libfake_egl.so: __egl_Main
 	NVML = "nvml" // libnvidia-ml.so.1: one GPU, most queries missing
+	// NVMLDGXH200 is libnvidia-ml.so.1 reporting the simulated dgx-h200
+	// (gpu.Simulated): its 8 GPUs' UUIDs, minors, PCI bus ids and names,
+	// driver 550.54.15, MIG off. NVIDIA's real container toolkit accepts
+	// it (nvidia-ctk cdi generate, the runtime's jit-cdi mode); it never
+	// faults.
+	NVMLDGXH200 = "nvml-dgx-h200"
 )
 
 // Faults are the values of FAKE_FAULT.
 var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 
-// Build compiles the fake named kind (ICD, EGL or NVML) into dir with
+// Build compiles the fake named kind (ICD, EGL, NVML or NVMLDGXH200) into dir with
 // the cgo toolchain's gcc and returns the library's path; for ICD and
 // EGL it also writes the manifest that names the library and returns its
-// path second ("" for NVML).
+// path second ("" for the NVMLs).
 func Build(dir, kind string) (lib, manifest string, err error) {
 	for _, f := range []string{"fault.h", kind + ".c"} {
 		data, err := sources.ReadFile("csrc/" + f)
@@ -76,7 +82,7 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 		}
 	}
 	lib = filepath.Join(dir, "libfake_"+kind+".so")
-	if kind == NVML {
+	if kind == NVML || kind == NVMLDGXH200 {
 		lib = filepath.Join(dir, "libnvidia-ml.so.1")
 	}
 	out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join(dir, kind+".c")).CombinedOutput()

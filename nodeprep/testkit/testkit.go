@@ -52,14 +52,18 @@ func Testdata(t testing.TB, rel ...string) string {
 }
 
 // HostCopy copies testdata/hosts/<scenario> to a temporary directory,
-// links kept as links (cp -a), and returns the copy's path: tests may
-// write to it.
+// links kept as links (cp -a), makes the device nodes its .devices lists
+// when running as root (DevicesManifest), and returns the copy's path:
+// tests may write to it.
 func HostCopy(t testing.TB, scenario string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), scenario)
 	src := Testdata(t, "hosts", scenario)
 	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
 		t.Fatalf("copying %s: %v: %s", src, err, out)
+	}
+	if err := makeDevices(dst); err != nil {
+		t.Fatal(err)
 	}
 	return dst
 }

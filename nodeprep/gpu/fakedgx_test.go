@@ -1,0 +1,42 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+)
+
+// TestFakeDGXH200MatchesSimulated reads the inventory from the fake
+// libnvidia-ml.so.1 that NVIDIA's real container toolkit runs against in
+// the tests (drivertest.NVMLDGXH200) and wants exactly the inventory of
+// --simulate dgx-h200: the specs the real generator writes from it name
+// the GPUs nodeprep's simulated inventory checks them against.
+func TestFakeDGXH200MatchesSimulated(t *testing.T) {
+	t.Parallel()
+	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVMLDGXH200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}, lib, 10*time.Second)
+	if err != nil {
+		t.Fatalf("inventory from the fake dgx-h200 NVML: %v", err)
+	}
+	want, err := Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Simulated, want.Server = false, ""
+	g, _ := json.MarshalIndent(got, "", " ")
+	w, _ := json.MarshalIndent(want, "", " ")
+	if string(g) != string(w) {
+		t.Errorf("fake dgx-h200 NVML's inventory differs from --simulate dgx-h200's\n got: %s\nwant: %s", g, w)
+	}
+}
