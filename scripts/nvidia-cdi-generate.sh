@@ -79,7 +79,8 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
 cp -L "$(ldd "$bin/nvidia-ctk" | awk '$1 == "libc.so.6" {print $3}')" "$r/.gen/lib/"
 cp -L /usr/bin/test "$r/.gen/test"
 # A clean environment: nothing of the caller (TMPDIR, ...) leaks into the chroot.
-inroot() { env -i PATH=/usr/bin:/bin TMPDIR=/tmp LD_LIBRARY_PATH=/.gen/lib chroot "$r" "$@"; }
+chroot=$(command -v chroot)
+inroot() { env -i PATH=/usr/bin:/bin TMPDIR=/tmp LD_LIBRARY_PATH=/.gen/lib "$chroot" "$r" "$@"; }
 
 common=(--format json --ldconfig-path "$ldc" --library-search-path "$nv/lib")
 new=(--discovery-mode auto --device-name-strategy index --device-name-strategy uuid
