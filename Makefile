@@ -6,7 +6,9 @@ PROBE_BIN := bin/nodeprep-probe
 # nodeprep with the cluster commands (Kubernetes API types): `nodeprep
 # cluster` runs it from beside itself.
 CLUSTER_BIN := bin/nodeprep-cluster
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release: the tag of HEAD (with -N-gHASH past it, -dirty when modified);
+# untagged, nodeprep says the version Go stamps from the commit.
+VERSION   ?= $(shell git describe --tags --dirty 2>/dev/null)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.version=$(VERSION) \
              -X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=$(COMMIT)
@@ -18,7 +20,11 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
-.PHONY: all build deps deps-demo deps-bench test vet lint unit rootfs tools nix-check docs-check demo bench faults fuzz shaders clean
+# make install PREFIX=…: the three binaries side by side in PREFIX/bin, the man
+# pages in PREFIX/share/man/man1, the shell completions (DESTDIR for packagers).
+PREFIX    ?= /usr/local
+
+.PHONY: all build install deps deps-demo deps-bench test vet lint unit rootfs tools nix-check docs-check demo bench faults fuzz shaders clean
 
 all: build
 
@@ -37,6 +43,18 @@ build:
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
 
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 $(BIN) $(PROBE_BIN) $(CLUSTER_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/man/man1/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	$(BIN) completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/nodeprep
+	$(BIN) completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_nodeprep
+	$(BIN) completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/nodeprep.fish
+	@echo "installed nodeprep in $(DESTDIR)$(PREFIX)/bin (man nodeprep: MANPATH=$(DESTDIR)$(PREFIX)/share/man where that is not on the search path)"
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
@@ -46,11 +64,12 @@ lint: vet
 	$(STATICCHECK) ./...
 
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
+# The tests run with a private TMPDIR and fail when they leave anything in it.
 unit:
 	@echo "unit: go test ./... with lavapipe and Mesa EGL (first run compiles every package ≈ 3 min)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
-	  $(GO) test -count=1 ./...
+	  ./scripts/tmpdir-check.sh $(GO) test -count=1 ./...
 
 # The in-container self-test's root file system (Debian packages, no driver).
 rootfs:

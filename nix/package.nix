@@ -98,12 +98,12 @@ buildGoModule {
     "-X github.com/nodeprep/nodeprep/cmd/nodeprep/app.commit=${commit}"
   ];
 
-  # The man pages are docs/man, generated from the cobra commands and kept
+  # The man pages are docs/man/man1, generated from the cobra commands and kept
   # current by a test (TestDocsUpToDate). Shell completions come from the
   # built binary itself (`nodeprep completion SHELL`), so they always match
   # its flags; cross builds cannot run it and go without.
   postInstall = ''
-    installManPage docs/man/*.1
+    installManPage docs/man/man1/*.1
   '' + lib.optionalString (stdenv.buildPlatform.canExecute stdenv.hostPlatform) ''
     installShellCompletion --cmd nodeprep \
       --bash <($out/bin/nodeprep completion bash) \

@@ -103,18 +103,46 @@ func Golden(t testing.TB, rel string, got []byte) {
 
 var (
 	buildOnce sync.Once
+	binDir    string // where Binary built nodeprep; Main removes it
 	binary    string
 	buildErr  error
+	// inMain: the test binary's TestMain runs its tests through Main, so
+	// what Binary builds is removed when they end.
+	inMain bool
 )
+
+// Main runs m's tests and then removes what Binary built, and returns
+// m.Run's exit code: a package whose tests call Binary has
+//
+//	func TestMain(m *testing.M) { os.Exit(testkit.Main(m)) }
+//
+// (a TestMain that does more calls Main in place of m.Run). A test binary
+// lives longer than any one test, so t.TempDir cannot hold a build that
+// all its tests share; without Main the build would outlive the run, two
+// binaries left in $TMPDIR each time.
+func Main(m *testing.M) int {
+	inMain = true
+	defer func() {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}()
+	return m.Run()
+}
 
 // Binary builds cmd/nodeprep once per test binary into a temporary
 // directory and returns its path (the self-test re-executes its own
 // binary, which a test binary is not), with cmd/nodeprep-cluster beside
 // it, as installed, so that `nodeprep cluster` runs. Skipped with -short.
+// It fails the test when the package's TestMain does not run the tests
+// through Main, which removes the build when they end.
 func Binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds nodeprep; skipped with -short")
+	}
+	if !inMain {
+		t.Fatal("testkit.Binary: this package's TestMain must run its tests through testkit.Main, which removes the build afterwards")
 	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "nodeprep-test-")
@@ -122,6 +150,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binary = filepath.Join(dir, "nodeprep")
 		for name, pkg := range map[string]string{"nodeprep": "cmd/nodeprep", "nodeprep-cluster": "cmd/nodeprep-cluster"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/nodeprep/nodeprep/"+pkg).CombinedOutput()

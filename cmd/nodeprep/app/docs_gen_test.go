@@ -4,8 +4,8 @@ package app_test
 // Markdown and roff libraries it links) stay out of the nodeprep binary:
 // each linked package's init costs every nodeprep process, the probe
 // children included, start-up time. The pages are checked in under
-// docs/cli and docs/man; TestDocsUpToDate fails when they go stale, and
-// package.nix installs docs/man from the source.
+// docs/cli and docs/man/man1; TestDocsUpToDate fails when they go stale, and
+// package.nix and `make install` install docs/man/man1 from the source.
 
 import (
 	"fmt"
@@ -21,14 +21,14 @@ import (
 )
 
 // manDate is the date the man pages carry: fixed, so the pages checked in
-// under docs/man and those package.nix generates at build time are the
+// under docs/man/man1 and those package.nix generates at build time are the
 // same bytes (cobra would otherwise stamp today's date).
 var manDate = time.Date(2026, time.November, 1, 0, 0, 0, 0, time.UTC)
 
 // generateDocs writes the command reference generated from the cobra
 // commands themselves: one Markdown page per command under markdownDir
 // (docs/cli) and one man page per command, section 1, under manDir
-// (docs/man); an empty directory name skips that form. The output is the
+// (docs/man/man1, the layout MANPATH and man(1) expect); an empty directory name skips that form. The output is the
 // same on every machine: no dates, and host-dependent defaults (--arch)
 // spelled out in words.
 func generateDocs(markdownDir, manDir string) error {

@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // TestMain lets this test binary stand in for nodeprep as its own child:
 // the commands re-execute os.Executable() with a hidden child command
-// (__inventory, __probe), which here is the test binary.
+// (__inventory, __probe), which here is the test binary. testkit.Main
+// removes the nodeprep that testkit.Binary builds once the tests end.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && (os.Args[1] == childcmd.Inventory || os.Args[1] == childcmd.Probe) {
 		os.Exit(Main())
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.Main(m))
 }

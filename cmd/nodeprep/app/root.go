@@ -58,7 +58,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	cmd.SetErr(streams.ErrOut)
 	// --version prints the same line as `nodeprep version`.
 	cmd.SetVersionTemplate("{{.Version}}\n")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return fault.Usage(err) })
+	cmd.SetFlagErrorFunc(flagError)
 
 	f := cmd.PersistentFlags()
 	f.StringVar(&g.rootDir, "root", "/", "host root: every host path is read and written under this directory")
