@@ -92,6 +92,10 @@ type UpOptions struct {
 	// Now is the clock (time.Now when nil).
 	Now     func() time.Time
 	Version string // nodeprep's version, for the report
+	// Hint, when set, returns advice for a stage's error (the command
+	// layer names the flag that helps: --root under --simulate), put
+	// after the error in its reason in parentheses; "" for none.
+	Hint func(error) string
 }
 
 // StageResult is one stage's outcome.
@@ -304,7 +308,13 @@ func (u *upRun) run(i int, f func(st *StageResult) error) error {
 		if len(st.Reasons) == before {
 			// f said nothing of this failure itself (a write that failed
 			// after the plan's warnings): the error leads the reasons.
-			st.Reasons = append([]string{err.Error()}, st.Reasons...)
+			msg := err.Error()
+			if u.opts.Hint != nil {
+				if h := u.opts.Hint(err); h != "" {
+					msg += " (" + h + ")"
+				}
+			}
+			st.Reasons = append([]string{msg}, st.Reasons...)
 		}
 		// The report carries the reason; logging it louder would say it
 		// twice on a terminal and in the journal.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -552,5 +553,37 @@ func TestUpCancelledSelftestNotTainted(t *testing.T) {
 				t.Errorf("probe processes %v outlived up", left)
 			}
 		})
+	}
+}
+
+// TestUpHint: UpOptions.Hint's advice follows a failed stage's error in
+// its reason and in the verdict (the command layer names the flag that
+// helps); a stage that succeeds, or an error it gives no advice for, is
+// left as it was.
+func TestUpHint(t *testing.T) {
+	t.Parallel()
+	root, err := hostfs.New(t.TempDir()) // no spec: the cdi stage fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := upOptions(simulated("dgx-h200"), nil)
+	var asked []string
+	opts.Hint = func(err error) string {
+		asked = append(asked, err.Error())
+		if errors.Is(err, fs.ErrNotExist) {
+			return "try --root"
+		}
+		return ""
+	}
+	rep, err := Up(context.Background(), root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdiStage := rep.Stages[1]
+	if cdiStage.Name != StageCDI || cdiStage.Status != StatusFailed || len(cdiStage.Reasons) == 0 || !strings.HasSuffix(cdiStage.Reasons[0], "no such file or directory (the generator has not run yet: nvidia-container-toolkit-cdi-generator.service on NixOS, nvidia-ctk cdi generate elsewhere) (try --root)") {
+		t.Errorf("cdi stage %+v: want its reason to end with the hint", cdiStage)
+	}
+	if !strings.HasSuffix(rep.Verdict, "(try --root)") || len(asked) != 1 {
+		t.Errorf("verdict %q, Hint asked %d times (%q): want the hint once, in the verdict", rep.Verdict, len(asked), asked)
 	}
 }

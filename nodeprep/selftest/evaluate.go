@@ -245,6 +245,12 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 	for _, a := range unmatched {
 		r.warn("extra NVIDIA adapter %s with UUID %s matches no GPU in the inventory", a.Label(), orDash(a.DeviceUUID))
 	}
+	if len(nvidia) == 0 && !standIn && len(gpus) > 0 && r.Simulated {
+		// No driver serves a simulated GPU: the way out is the flag, not
+		// the ICD search path.
+		r.fail(ReasonMissingAdapter, "simulated GPUs have no Vulkan adapter of their own: pass --allow-cpu-adapter to let a CPU adapter (lavapipe) stand in; the loader listed: %s", strings.Join(seen, ", "))
+		return
+	}
 	if len(nvidia) == 0 && !standIn && len(gpus) > 0 {
 		r.fail(ReasonMissingAdapter, "no NVIDIA Vulkan adapter (vendor 0x10de, DiscreteGpu or IntegratedGpu) for %d GPU(s); the loader listed: %s; CPU, virtual and other adapters never count; is the NVIDIA ICD manifest (nvidia_icd.json) in the search path? %s",
 			len(gpus), strings.Join(seen, ", "), h.icd())
@@ -284,7 +290,7 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 		case standIn:
 			if cpu == nil {
 				if !standInFailed {
-					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: no CPU Vulkan adapter to stand in; the loader listed: %s", strings.Join(seen, ", "))
+					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: no CPU Vulkan adapter to stand in (install Mesa's lavapipe, Debian's mesa-vulkan-drivers, or name its manifest with VK_DRIVER_FILES); the loader listed: %s", strings.Join(seen, ", "))
 				}
 				standInFailed = true
 				continue
@@ -384,7 +390,12 @@ func (r *Report) evalEGL(gpus []gpu.GPU, res ProbeResult[EGLReport], standIn boo
 		}
 	}
 	if len(nvidia) == 0 && !(standIn && mesa != nil) {
-		if len(gpus) > 0 {
+		switch {
+		case len(gpus) > 0 && r.Simulated && !standIn:
+			add(ReasonEGLMissingDevice, "simulated GPUs have no EGL device of their own: pass --allow-cpu-adapter to let Mesa's EGL device stand in; devices: %s", strings.Join(seen, ", "))
+		case len(gpus) > 0 && r.Simulated:
+			add(ReasonEGLMissingDevice, "simulated GPUs with --allow-cpu-adapter: no Mesa EGL device to stand in (install Debian's libegl-mesa0, or name 50_mesa.json with __EGL_VENDOR_LIBRARY_FILENAMES); devices: %s", strings.Join(seen, ", "))
+		case len(gpus) > 0:
 			add(ReasonEGLMissingDevice, "no NVIDIA EGL device could make a context current (a Mesa device that initialises does not count); devices: %s; is the NVIDIA vendor manifest (10_nvidia.json) reachable? %s", strings.Join(seen, ", "), p.Hints.egl())
 		}
 		return

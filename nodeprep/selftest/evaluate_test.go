@@ -163,10 +163,15 @@ func TestEvaluateStandIn(t *testing.T) {
 		egl       []EGLDevice
 		kinds     []ReasonKind
 		standIn   bool
+		// says: every reason contains each; never: no reason contains it
+		says  []string
+		never string
 	}{
 		{name: "simulated and allowed: lavapipe stands in for all", simulated: true, allow: true, adapters: []Adapter{lavapipe(0)}, egl: []EGLDevice{mesaDevice}, standIn: true},
-		{name: "simulated, not allowed", simulated: true, adapters: []Adapter{lavapipe(0)}, egl: []EGLDevice{mesaDevice}, kinds: []ReasonKind{ReasonMissingAdapter, ReasonEGLMissingDevice}},
-		{name: "real inventory: allowance ignored", allow: true, adapters: []Adapter{lavapipe(0)}, egl: []EGLDevice{mesaDevice}, kinds: []ReasonKind{ReasonMissingAdapter, ReasonEGLMissingDevice}},
+		{name: "simulated, not allowed: the reasons name the flag", simulated: true, adapters: []Adapter{lavapipe(0)}, egl: []EGLDevice{mesaDevice}, kinds: []ReasonKind{ReasonMissingAdapter, ReasonEGLMissingDevice},
+			says: []string{"simulated GPUs", "pass --allow-cpu-adapter"}, never: "manifest"},
+		{name: "real inventory: allowance ignored, the flag never offered", allow: true, adapters: []Adapter{lavapipe(0)}, egl: []EGLDevice{mesaDevice}, kinds: []ReasonKind{ReasonMissingAdapter, ReasonEGLMissingDevice},
+			says: []string{"is the NVIDIA"}, never: "--allow-cpu-adapter"},
 		{name: "no CPU adapter to stand in", simulated: true, allow: true, adapters: []Adapter{}, egl: []EGLDevice{mesaDevice}, kinds: []ReasonKind{ReasonNoAdapters}, standIn: true},
 		{
 			name: "stand-in dispatch failed: one reason", simulated: true, allow: true,
@@ -188,6 +193,16 @@ func TestEvaluateStandIn(t *testing.T) {
 			}
 			if r.StandIn != tc.standIn {
 				t.Errorf("StandIn = %v, want %v", r.StandIn, tc.standIn)
+			}
+			for _, reason := range r.Reasons {
+				for _, s := range tc.says {
+					if !strings.Contains(reason.Message, s) {
+						t.Errorf("reason %q does not say %q", reason.Message, s)
+					}
+				}
+				if tc.never != "" && strings.Contains(reason.Message, tc.never) {
+					t.Errorf("reason %q says %q", reason.Message, tc.never)
+				}
 			}
 			if tc.kinds == nil {
 				for _, m := range r.Matches {

@@ -81,7 +81,7 @@ func execute(root *cobra.Command, g *globals, args []string) error {
 		// argument.
 		err = fault.Usage(err)
 	}
-	return err
+	return g.withRootHint(err)
 }
 
 // report prints err (if any) once, in the logger's voice, and returns its

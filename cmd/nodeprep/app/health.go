@@ -74,7 +74,7 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		StatusFile:  flagOr(fs, "status-file", o.statusFile, g.cfg.Up.StatusFile),
 		MetricsFile: flagOr(fs, "metrics-file", o.metricsFile, g.cfg.Up.MetricsFile),
 		Log:         g.log,
-		Version:     version,
+		Version:     currentVersion().Version,
 	})
 	return finishReport(g, rep, err)
 }

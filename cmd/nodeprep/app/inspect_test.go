@@ -79,6 +79,15 @@ func TestInspectFormats(t *testing.T) {
 	}
 }
 
+// nvmlFlagHint is the flag a failed NVML load names on this machine
+// (nvmlHint): --nvml-lib where there is an NVIDIA GPU, else --simulate.
+func nvmlFlagHint() string {
+	if hasNVIDIADevice(hostSysfs()) {
+		return "--nvml-lib"
+	}
+	return "--simulate dgx-h200"
+}
+
 func TestInspectErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -93,7 +102,7 @@ func TestInspectErrors(t *testing.T) {
 		{"simulate and nvml-lib", []string{"inspect", "--simulate", "dgx-h100", "--nvml-lib", "/x.so"}, ExitUsage,
 			[]string{"--simulate and --nvml-lib exclude each other"}},
 		{"missing library", []string{"inspect", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"}, ExitUnavailable,
-			[]string{"/nonexistent/libnvidia-ml.so.1", "/run/opengl-driver/lib/libnvidia-ml.so.1", "--nvml-lib"}},
+			[]string{"/nonexistent/libnvidia-ml.so.1", "/run/opengl-driver/lib/libnvidia-ml.so.1", nvmlFlagHint()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,7 +133,7 @@ func TestInspectNoNVML(t *testing.T) {
 	if got := ExitCode(err); got != ExitUnavailable {
 		t.Fatalf("ExitCode = %d (%v), want %d", got, err, ExitUnavailable)
 	}
-	for _, s := range []string{"libnvidia-ml.so.1", "dynamic linker", "/run/opengl-driver/lib/libnvidia-ml.so.1", "--nvml-lib"} {
+	for _, s := range []string{"libnvidia-ml.so.1", "dynamic linker", "/run/opengl-driver/lib/libnvidia-ml.so.1", nvmlFlagHint()} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not say %q", err, s)
 		}

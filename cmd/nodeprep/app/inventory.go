@@ -77,10 +77,7 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 		ctx = context.Background()
 	}
 	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{childcmd.Inventory, "--" + childcmd.ReportPipeFlag}}, lib, timeout)
-	if errors.Is(err, gpu.ErrLibraryNotFound) {
-		err = fmt.Errorf("%w (name the library with --nvml-lib or nvml.library in the config file)", err)
-	}
-	return inv, err
+	return inv, nvmlHint(err, hostSysfs())
 }
 
 // newInventoryCommand is the hidden NVML child: `nodeprep __inventory

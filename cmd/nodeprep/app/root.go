@@ -28,6 +28,7 @@ type globals struct {
 	quiet      bool
 
 	started bool            // a command's PersistentPreRunE ran
+	cmd     *cobra.Command  // the command that runs (its flags name hints)
 	ctx     context.Context // the command's context (SIGTERM cancels it)
 	host    *hostfs.Root    // the host root (--root)
 	cfg     nodeprep.Config // defaults, then the config file
@@ -90,6 +91,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 func (g *globals) setup(cmd *cobra.Command) error {
 	g.started = true
 	g.ctx = cmd.Context()
+	g.cmd = cmd
 	level := slog.LevelInfo
 	switch {
 	case g.verbose && g.quiet:

@@ -109,7 +109,8 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		MetricsFile:       flagOr(fs, "metrics-file", o.metricsFile, cfg.Up.MetricsFile),
 		Notifier:          systemdNotifier{},
 		Log:               g.log,
-		Version:           version,
+		Version:           currentVersion().Version,
+		Hint:              func(err error) string { return rootHint(fs, g.rootDir, err) },
 	})
 	return finishReport(g, rep, err)
 }
