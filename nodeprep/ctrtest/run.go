@@ -309,7 +309,9 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 	}
 	spec.Mounts = append(spec.Mounts, BinaryMount(r.binary))
 	if len(c.Notes) > 0 {
-		r.o.Log.Info("in-container self-test", "devices", len(c.Devices), "notes", strings.Join(c.Notes, "; "))
+		// Debug: the report carries the notes (one summary line in text
+		// form); a line per run on stderr would repeat them at length.
+		r.o.Log.Debug("in-container self-test", "devices", len(c.Devices), "notes", strings.Join(c.Notes, "; "))
 	}
 
 	hints := selftest.Hints{}

@@ -104,7 +104,7 @@ func runContainerSelftest(ctx context.Context, g *globals, inv *gpu.Inventory, r
 		if err := writeSelftestText(w, rep); err != nil {
 			return err
 		}
-		return writeContainerText(w, crep)
+		return writeContainerText(w, crep, g.verbose)
 	})
 	if err != nil {
 		return fault.CantWrite(fmt.Errorf("writing the self-test report: %w", err))
@@ -126,8 +126,10 @@ func containerExit(rep *ctrtest.Report, printed bool) error {
 }
 
 // writeContainerText prints the in-container section after the host's: the
-// runtime, each container's devices and probes, and the verdict.
-func writeContainerText(w io.Writer, r *ctrtest.Report) error {
+// runtime, each container's devices and probes, and the verdict. What was
+// adapted for a host tree is one note line per container (noteSummary);
+// verbose lists each adaptation.
+func writeContainerText(w io.Writer, r *ctrtest.Report, verbose bool) error {
 	ew := &selftestWriter{w: w}
 	runtime := selftestOr(r.Runtime, "none")
 	if r.RuntimeVersion != "" {
@@ -136,8 +138,12 @@ func writeContainerText(w io.Writer, r *ctrtest.Report) error {
 	ew.printf("\nIn-container self-test (runtime %s, rootfs %s, spec %s)\n", runtime, r.Rootfs, r.Spec)
 	for i, c := range r.Containers {
 		ew.printf("Container %d: %s (%.0f ms)\n", i, strings.Join(c.Devices, ", "), c.DurationMS)
-		for _, n := range c.Notes {
-			ew.printf("  note: %s\n", n)
+		if verbose {
+			for _, n := range c.Notes {
+				ew.printf("  note: %s\n", n)
+			}
+		} else if len(c.Notes) > 0 {
+			ew.printf("  note: %s\n", noteSummary(c.Notes))
 		}
 		if c.Selftest != nil && ew.err == nil {
 			ew.err = writeSelftestText(&indent{w: w}, c.Selftest)
@@ -174,4 +180,34 @@ func (i *indent) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// noteSummary says in one line what a container's notes (ctrtest's
+// adaptations for a host tree) come to: "24 device nodes not created, 2
+// hooks not run, 1 other (a host tree; -v lists them)".
+func noteSummary(notes []string) string {
+	var nodes, hooks, other int
+	for _, n := range notes {
+		switch {
+		case strings.HasPrefix(n, "device node "):
+			nodes++
+		case strings.HasPrefix(n, "hook "):
+			hooks++
+		default:
+			other++
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		n           int
+		one, plural string
+	}{{nodes, "device node not created", "device nodes not created"}, {hooks, "hook not run", "hooks not run"}, {other, "other adaptation", "other adaptations"}} {
+		switch {
+		case p.n == 1:
+			parts = append(parts, "1 "+p.one)
+		case p.n > 1:
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.plural))
+		}
+	}
+	return strings.Join(parts, ", ") + " (a host tree; -v lists them)"
 }

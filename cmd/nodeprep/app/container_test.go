@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -97,13 +98,13 @@ func TestContainerText(t *testing.T) {
 		Passed: true, DurationMS: 91,
 	}
 	var b bytes.Buffer
-	if err := writeContainerText(&b, rep); err != nil {
+	if err := writeContainerText(&b, rep, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"In-container self-test (runtime /usr/sbin/runc, rootfs /rootfs",
 		"Container 0: nvidia.com/gpu=GPU-x (90 ms)",
-		"  note: device node /dev/nvidia0 not created",
+		"  note: device node /dev/nvidia0 not created\n",
 		"\n  Vulkan (loader libvulkan.so.1)\n",
 		"\n  self-test passed (0 ms)\n",
 		"in-container self-test passed (91 ms)",
@@ -111,6 +112,32 @@ func TestContainerText(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestContainerNoteSummary: without -v a container's notes are one line
+// that counts them by kind; with -v each is its own line.
+func TestContainerNoteSummary(t *testing.T) {
+	t.Parallel()
+	var notes []string
+	for i := range 24 {
+		notes = append(notes, fmt.Sprintf("device node /dev/nvidia%d (host /dev/nvidia%d) not created: not a character device (a host tree)", i, i))
+	}
+	notes = append(notes, "hook /usr/bin/nvidia-cdi-hook update-ldcache not run: not an executable here (a host tree)", "the probe runs as /nodeprep")
+	rep := &ctrtest.Report{Containers: []ctrtest.Container{{Devices: []string{"nvidia.com/gpu=all"}, Notes: notes}}}
+	var quiet, verbose bytes.Buffer
+	if err := writeContainerText(&quiet, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeContainerText(&verbose, rep, true); err != nil {
+		t.Fatal(err)
+	}
+	want := "  note: 24 device nodes not created, 1 hook not run, 1 other adaptation (a host tree; -v lists them)\n"
+	if strings.Count(quiet.String(), "note:") != 1 || !strings.Contains(quiet.String(), want) {
+		t.Errorf("without -v:\n%s\nwant the one line %q", quiet.String(), want)
+	}
+	if got := strings.Count(verbose.String(), "  note: "); got != len(notes) {
+		t.Errorf("with -v: %d note lines, want %d:\n%s", got, len(notes), verbose.String())
 	}
 }
 

@@ -97,7 +97,13 @@ except with --simulate and --allow-cpu-adapter, where one stands in.
 With --container --rootfs DIR it then runs the same probe inside an OCI
 container (runc, else crun) started from DIR with the CDI spec's devices
 injected by the CDI library, as containerd does for a pod: proof that the
-patched spec gives a container a working adapter.
+patched spec gives a container a working adapter. It needs root and runc, and
+a rootfs with a Vulkan loader and libglvnd but no driver
+(scripts/make-test-rootfs.sh DIR builds one from Debian packages). Without a
+GPU, scripts/make-lavapipe-host.sh ROOT UUID... builds a host tree whose
+"driver" is Mesa's lavapipe, for --root with --simulate and
+--allow-cpu-adapter; it has no EGL vendor library, so add --require-egl=false.
+What was adapted to run on a host tree is one note per container; -v lists it.
 
 Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL),
 or for --container the OCI runtime or rootfs, is unavailable.`,

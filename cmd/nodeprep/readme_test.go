@@ -1,0 +1,129 @@
+package main_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+// walkthroughCommand is one line of the README's bring-up walkthrough: the
+// shell command, and what its comment promises ("# 2. exit 1: 8 errors":
+// exit status 1 and "8 errors" in the output; no "exit": status 0).
+type walkthroughCommand struct {
+	line, says string
+	code       int
+}
+
+// readmeWalkthrough extracts the commands of the first ```sh block under
+// the README's "## Bringing a node up" heading.
+func readmeWalkthrough(t *testing.T, readme string) []walkthroughCommand {
+	t.Helper()
+	f, err := os.Open(readme)
+	if err != nil {
+		t.Skipf("no README here (the Nix build copies only the Go tree): %v", err)
+	}
+	defer f.Close()
+	exit := regexp.MustCompile(`^(?:\d+\.\s*)?exit (\d+)(?::\s*(.*))?$`)
+	var (
+		cmds             []walkthroughCommand
+		section, inBlock bool
+	)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "## "):
+			if inBlock {
+				t.Fatal("README: the walkthrough's ```sh block does not end")
+			}
+			section = strings.HasPrefix(line, "## Bringing a node up")
+		case section && !inBlock && line == "```sh":
+			inBlock = true
+		case inBlock && line == "```":
+			return cmds
+		case inBlock && strings.TrimSpace(line) != "":
+			cmd, comment, _ := strings.Cut(line, "#")
+			c := walkthroughCommand{line: strings.TrimSpace(cmd)}
+			if m := exit.FindStringSubmatch(strings.TrimSpace(comment)); m != nil {
+				c.code, _ = strconv.Atoi(m[1])
+				c.says = m[2]
+			}
+			cmds = append(cmds, c)
+		}
+	}
+	t.Fatal("README: no ```sh block under \"## Bringing a node up\"")
+	return nil
+}
+
+// TestReadmeWalkthrough runs the README's bring-up walkthrough as written,
+// on a machine without a GPU, in the checkout: every command, in order,
+// through the shell, with this test's nodeprep build for bin/nodeprep and
+// a private directory for /tmp/node, and none of the driver variables the
+// other tests set (the loaders' default search must find Mesa's lavapipe
+// and EGL, as on a newcomer's Debian machine). Each exits as its comment
+// says; every nodeprep command reads and writes only under the copy
+// (--root); the pipeline ends ready; the copy is gone at the end.
+func TestReadmeWalkthrough(t *testing.T) {
+	testkit.Mesa(t)
+	repo := testkit.RepoRoot(t)
+	cmds := readmeWalkthrough(t, filepath.Join(repo, "README.md"))
+	bin := testkit.Binary(t)
+	node := filepath.Join(t.TempDir(), "node")
+	var env []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS", "JOURNAL_STREAM":
+			continue
+		}
+		env = append(env, kv)
+	}
+	// What the stages' own output must say when they succeed.
+	says := map[string]string{"cdi check": ": ok\n", "selftest": "self-test passed", "up": "\nready (", "health": "\nready ("}
+	var ran []string
+	for _, c := range cmds {
+		line := strings.ReplaceAll(c.line, "/tmp/node", node)
+		fields := strings.Fields(c.line)
+		if fields[0] == "bin/nodeprep" {
+			if !strings.Contains(c.line, " --root /tmp/node") {
+				t.Errorf("README: %q does not read the copy (--root /tmp/node): it would change this machine", c.line)
+				continue
+			}
+			line = bin + strings.TrimPrefix(line, "bin/nodeprep")
+			ran = append(ran, fields[1])
+		}
+		cmd := exec.Command("bash", "-c", line)
+		cmd.Dir, cmd.Env = repo, env
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || c.says != "" && !strings.Contains(string(out), c.says) {
+			t.Fatalf("README: %q: exit %d, want %d saying %q\n%s", c.line, code, c.code, c.says, out)
+		}
+		if len(fields) > 2 && c.code == 0 {
+			name := fields[1]
+			if name == "cdi" {
+				name += " " + fields[2]
+			}
+			if want, ok := says[name]; ok && !strings.Contains(string(out), want) {
+				t.Errorf("README: %q does not say %q:\n%s", c.line, want, out)
+			}
+		}
+	}
+	if got := strings.Join(ran, " "); got != "inspect cdi cdi cdi selftest join up health" {
+		t.Errorf("the walkthrough runs %q, want every stage then up and health", got)
+	}
+	if _, err := os.Lstat(node); !os.IsNotExist(err) {
+		t.Errorf("the walkthrough leaves its copy %s behind (%v)", node, err)
+	}
+}
