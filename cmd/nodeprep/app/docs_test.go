@@ -33,6 +33,17 @@ func TestDocsUpToDate(t *testing.T) {
 		}
 		compareDirs(t, filepath.Join(tmp, dir), want)
 	}
+	// docs/man is a MANPATH entry: section directories only (a page
+	// generated into docs/man itself, as before man1/, is never found).
+	ents, err := os.ReadDir(filepath.Join(docs, "man"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != "man1" {
+			t.Errorf("docs/man/%s: docs/man holds only man1/ (go test ./cmd/nodeprep/app -run TestDocsUpToDate -update, then remove it)", e.Name())
+		}
+	}
 }
 
 // compareDirs fails for every file that differs, is missing or is extra in
