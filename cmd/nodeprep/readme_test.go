@@ -14,8 +14,8 @@ import (
 )
 
 // walkthroughCommand is one line of the README's bring-up walkthrough: the
-// shell command, and what its comment promises ("# 2. exit 1: 8 errors":
-// exit status 1 and "8 errors" in the output; no "exit": status 0).
+// shell command, and what its comment promises ("# 2. exit 1: errors":
+// exit status 1 and "errors" in the output; no "exit": status 0).
 type walkthroughCommand struct {
 	line, says string
 	code       int
