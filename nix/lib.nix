@@ -172,6 +172,9 @@ let
       k3sExtraFlags = [ ];
       k3sNodeLabels = [ ];
       k3sNodeTaints = [ ];
+      # services.k3s.role: "server" makes nodeprep replay `k3s server`,
+      # which skips config keys it does not define; an agent stops on them
+      k3sRole = "agent";
       # services.k3s.environmentFile (null: none); read by nodeprep at boot
       k3sEnvironmentFile = null;
       # "<libglvnd>/lib" when the driver root lacks the glvnd dispatch set
@@ -254,7 +257,8 @@ let
   # flags of k3sFlags, as "--name=value".
   k3sArgs =
     o:
-    map (l: "--node-label=${l}") o.k3sNodeLabels
+    (if o.k3sRole == "server" then [ "server" ] else [ ])
+    ++ map (l: "--node-label=${l}") o.k3sNodeLabels
     ++ map (t: "--node-taint=${t}") o.k3sNodeTaints
     ++ map (f: "--${f.name}=${f.value}") (k3sFlags o);
 

@@ -64,6 +64,7 @@ let
     k3sExtraFlags = k3s.extraFlags or [ ];
     k3sNodeLabels = k3s.nodeLabel or [ ];
     k3sNodeTaints = k3s.nodeTaint or [ ];
+    k3sRole = k3s.role or "agent";
     vulkanLoader = "${lib.getLib cfg.vulkanLoader}/lib/libvulkan.so.1";
     eglLib = "${lib.getLib cfg.libglvnd}/lib/libEGL.so.1";
     nvmlLib = "${pkgs.addDriverRunpath.driverLink}/lib/libnvidia-ml.so.1";

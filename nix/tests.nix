@@ -262,6 +262,20 @@ let
       ];
     }
     {
+      name = "execArgs: a k3s server: the subcommand comes first (k3s server skips keys it does not define)";
+      got = lib.execArgs (
+        base
+        // {
+          k3sRole = "server";
+          k3sNodeTaints = [ "t=1:NoSchedule" ];
+        }
+      );
+      want = baseArgs ++ [
+        "--k3s-arg=server"
+        "--k3s-arg=--node-taint=t=1:NoSchedule"
+      ];
+    }
+    {
       name = "execArgs: settings that name the libraries win over the flags; extraArgs last";
       got = lib.execArgs (
         base

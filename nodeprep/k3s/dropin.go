@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/agnivade/levenshtein"
 	"go.yaml.in/yaml/v3"
@@ -174,9 +173,6 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	if err := checkAbs("config file", loc.ConfigPath, loc.Source); err != nil {
 		return nil, err
 	}
-	if err := checkExplicit(root, loc); err != nil {
-		return nil, err
-	}
 	r := &Result{
 		Warnings:     []string{},
 		ConfigPath:   loc.ConfigPath,
@@ -216,9 +212,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 		return nil, err
 	}
 	r.Effective = eff
-	if err := checkKeys(eff, r.DropInPath, &r.Warnings); err != nil {
-		return nil, err
-	}
+	r.Warnings = append(r.Warnings, eff.Warnings...)
 	if err := checkEntries(eff); err != nil {
 		return nil, err
 	}
@@ -306,7 +300,7 @@ func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
 			continue
 		}
 		if prev, ok := byKey[l.Key]; ok && prev.Value != l.Value {
-			errs = append(errs, fmt.Errorf("label key %q given twice: %q and %q", l.Key, prev, l))
+			errs = append(errs, fmt.Errorf("label key %q given twice: %q and %q", l.Key, RedactEntry(prev.String()), RedactEntry(l.String())))
 			continue
 		}
 		byKey[l.Key] = l
@@ -322,7 +316,7 @@ func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
 			continue
 		}
 		if prev, ok := byKE[ke{t.Key, t.Effect}]; ok && prev.Value != t.Value {
-			errs = append(errs, fmt.Errorf("taint %q and %q: a node's taints must be unique by key and effect", prev, t))
+			errs = append(errs, fmt.Errorf("taint %q and %q: a node's taints must be unique by key and effect", RedactEntry(prev.String()), RedactEntry(t.String())))
 			continue
 		}
 		byKE[ke{t.Key, t.Effect}] = t
@@ -402,46 +396,6 @@ func placeDropIn(files []File, ours File) ([]File, []byte) {
 	return out, old
 }
 
-// knownKeys are the k3s options nodeprep recognises in config files: every
-// `k3s agent` flag (k3s docs, "k3s agent" CLI help) and the `k3s server`
-// flags commonly found in config files, since a server runs an agent too.
-// A key outside this list draws a warning only: k3s itself logs "Unknown
-// flag … found in config.yaml, skipping" and ignores it.
-var knownKeys = sync.OnceValue(func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range strings.Fields(`
-config debug v vmodule log alsologtostderr token token-file server data-dir
-node-name with-node-id node-label node-taint image-credential-provider-bin-dir
-image-credential-provider-config selinux lb-server-port protect-kernel-defaults
-container-runtime-endpoint default-runtime image-service-endpoint pause-image
-snapshotter private-registry disable-default-registry-endpoint nonroot-devices
-node-ip bind-address node-external-ip node-internal-dns node-external-dns
-resolv-conf flannel-iface flannel-conf flannel-cni-conf kubelet-arg
-kube-proxy-arg enable-pprof rootless prefer-bundled-bin docker vpn-auth
-vpn-auth-file disable-apiserver-lb airgap-extra-registry supervisor-metrics
-system-default-registry no-flannel cluster-secret
-advertise-address advertise-port https-listen-port cluster-cidr service-cidr
-service-node-port-range cluster-dns cluster-domain flannel-backend
-flannel-ipv6-masq flannel-external-ip egress-selector-mode servicelb-namespace
-write-kubeconfig write-kubeconfig-mode write-kubeconfig-group tls-san
-tls-san-security agent-token agent-token-file cluster-init cluster-reset
-cluster-reset-restore-path datastore-endpoint datastore-cafile
-datastore-certfile datastore-keyfile default-local-storage-path disable
-disable-scheduler disable-cloud-controller disable-kube-proxy
-disable-network-policy disable-helm-controller embedded-registry
-etcd-expose-metrics etcd-disable-snapshots etcd-snapshot-name
-etcd-snapshot-schedule-cron etcd-snapshot-retention etcd-snapshot-dir
-etcd-snapshot-compress etcd-s3 etcd-s3-endpoint etcd-s3-bucket etcd-s3-region
-etcd-s3-folder etcd-s3-access-key etcd-s3-secret-key etcd-arg
-kube-apiserver-arg kube-scheduler-arg kube-controller-manager-arg
-kube-cloud-controller-manager-arg secrets-encryption
-secrets-encryption-provider helm-job-image
-`) {
-		m[k] = true
-	}
-	return m
-})
-
 // misspelt reports whether key looks like node-label or node-taint written
 // wrongly ("node-labels", "node_taint", "nodelabel", "node-lable"): after
 // dropping '-', '_', '.' and a trailing 's', within two edits of the real
@@ -460,47 +414,64 @@ func misspelt(key string) (string, bool) {
 	return "", false
 }
 
-// checkKeys fails on misspelt node-label/node-taint keys and warns about
-// other unknown keys in files other than ours.
-func checkKeys(eff *Effective, ours string, warnings *[]string) error {
+// checkEntries judges the effective lists as the kubelet and the API
+// server will. k3s passes node-label as the kubelet's --node-labels and
+// node-taint as --register-with-taints, each list joined with commas
+// (k3s pkg/daemons/agent). The kubelet refuses to start on a label that is
+// not key=value with a valid key and value (ValidateKubeletFlags,
+// component-base MapStringString) and skips empty items; it refuses an
+// invalid taint, and an empty one beside others (RegisterWithTaintsVar
+// splits the joined list and parses every part); a lone empty taint is
+// no taint. The API server refuses a Node whose taints repeat a key and
+// effect (core/v1 validation: taints unique by key and effect), so the
+// node would not register at all. Values are judged after k3s's
+// conversion (Merge: trimmed, YAML 1.1 scalars spelled out).
+func checkEntries(eff *Effective) error {
 	var errs []error
-	for _, k := range eff.Keys {
-		if k.Source == ours {
+	for _, e := range eff.NodeLabels {
+		if e.Value == "" {
 			continue
 		}
-		if meant, ok := misspelt(k.Key); ok {
-			errs = append(errs, fmt.Errorf("k3s config %q: key %q is not a k3s option (did you mean %q?): k3s ignores it, so its entries would never reach the node", k.Source, k.Key, meant))
-			continue
-		}
-		if !knownKeys()[k.Key] {
-			*warnings = append(*warnings, fmt.Sprintf("k3s config %q: key %q is not a k3s agent option nodeprep knows; k3s ignores unknown keys", k.Source, k.Key))
+		if _, err := ParseLabel(e.Value); err != nil {
+			errs = append(errs, fmt.Errorf("node-label from %s: %w (the kubelet refuses to start)", e.Source, err))
 		}
 	}
+	type ke struct {
+		key    string
+		effect TaintEffect
+	}
+	first := map[ke]Entry{}
+	var empty []Entry
+	for _, e := range eff.NodeTaints {
+		if e.Value == "" {
+			empty = append(empty, e)
+			continue
+		}
+		t, err := ParseTaint(e.Value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node-taint from %s: %w (the kubelet refuses to start)", e.Source, err))
+			continue
+		}
+		k := ke{t.Key, t.Effect}
+		if prev, ok := first[k]; ok {
+			errs = append(errs, fmt.Errorf("node-taint %s (from %s) and %s (from %s) have the same key and effect: the API server refuses a Node whose taints repeat a key and effect, so the node would not register; keep one (nodeprep adds its own taints: drop the copy from the other file, or pass --no-default-taint)", RedactEntry(prev.Value), prev.Source, RedactEntry(e.Value), e.Source))
+			continue
+		}
+		first[k] = e
+	}
+	if len(empty) > 0 && len(empty) < len(eff.NodeTaints) {
+		errs = append(errs, fmt.Errorf("node-taint from %s is empty (a key with no value gives k3s one empty --node-taint=) beside other taints: k3s joins them into one --register-with-taints and the kubelet refuses the empty part; remove the empty key or give it the list", empty[0].Source))
+	}
 	if len(errs) > 0 {
-		return fault.Malformed(errors.Join(errs...))
+		return fault.Malformed(fmt.Errorf("%w: %w", ErrNodeRefused, errors.Join(errs...)))
 	}
 	return nil
 }
 
-// checkEntries validates the effective lists: k3s hands them to the kubelet,
-// which refuses to start on an invalid label or taint.
-func checkEntries(eff *Effective) error {
-	var errs []error
-	for _, e := range eff.NodeLabels {
-		if _, err := ParseLabel(e.Value); err != nil {
-			errs = append(errs, fmt.Errorf("node-label from %s: %w", e.Source, err))
-		}
-	}
-	for _, e := range eff.NodeTaints {
-		if _, err := ParseTaint(e.Value); err != nil {
-			errs = append(errs, fmt.Errorf("node-taint from %s: %w", e.Source, err))
-		}
-	}
-	if len(errs) > 0 {
-		return fault.Malformed(errors.Join(errs...))
-	}
-	return nil
-}
+// ErrNodeRefused marks (with fault.ErrMalformed, exit 65) effective labels
+// or taints the kubelet or the API server refuses: k3s starts, but the
+// kubelet does not, or the Node does not register.
+var ErrNodeRefused = errors.New("the node would not register")
 
 // conflicts finds what undoes nodeprep's entries after its drop-in: a plain
 // node-label/node-taint (or a k3s argument) that replaces the list, or a
@@ -520,10 +491,6 @@ func conflicts(eff *Effective, ours string, labels []Label, taints []Taint, warn
 		}
 		if (c.Key == KeyNodeLabel && len(labels) > 0) || (c.Key == KeyNodeTaint && len(taints) > 0) {
 			what, fix := "a plain "+c.Key+" key", "use "+c.Key+"+ to append"
-			if c.Source == ArgsSource {
-				what = "--" + c.Key + " (k3s command-line arguments replace the whole list)"
-				fix = "move these to nodeprep's --label/--taint (or a config.yaml.d file with " + c.Key + "+), or pass --allow-override"
-			}
 			errs = append(errs, fmt.Errorf("%s: %s replaces the %s list, removing what nodeprep adds in %s; %s", c.Source, what, c.Key, ours, fix))
 		}
 	}
@@ -549,29 +516,9 @@ func conflicts(eff *Effective, ours string, labels []Label, taints []Taint, warn
 			continue
 		}
 		if later(e.Source) {
-			errs = append(errs, fmt.Errorf("%s: node-label %q overrides nodeprep's %s=%s (the kubelet keeps the last value of a key)", e.Source, e.Value, l.Key, want))
+			errs = append(errs, fmt.Errorf("%s: node-label %q overrides nodeprep's %s (the kubelet keeps the last value of a key)", e.Source, RedactEntry(e.Value), RedactEntry(l.Key+"="+want)))
 		} else {
-			*warnings = append(*warnings, fmt.Sprintf("%s: node-label %q is overridden by nodeprep's %s=%s", e.Source, e.Value, l.Key, want))
-		}
-	}
-	type ke struct {
-		key    string
-		effect TaintEffect
-	}
-	ourTaints := map[ke]Taint{}
-	for _, t := range taints {
-		ourTaints[ke{t.Key, t.Effect}] = t
-	}
-	for _, e := range eff.NodeTaints {
-		if e.Source == ours {
-			continue
-		}
-		t, err := ParseTaint(e.Value)
-		if err != nil {
-			continue
-		}
-		if want, ok := ourTaints[ke{t.Key, t.Effect}]; ok && want.Value != t.Value {
-			errs = append(errs, fmt.Errorf("%s: node-taint %q has the key and effect of nodeprep's %q; a node's taints must be unique by key and effect", e.Source, e.Value, want))
+			*warnings = append(*warnings, fmt.Sprintf("%s: node-label %q is overridden by nodeprep's %s", e.Source, RedactEntry(e.Value), RedactEntry(l.Key+"="+want)))
 		}
 	}
 	return errs

@@ -197,14 +197,23 @@ func TestPlanConflicts(t *testing.T) {
 			wantFile: "70-x.yaml",
 		},
 		{
-			name:     "later taint with our key and effect",
-			files:    map[string]string{dropDir + "/70-x.yaml": "node-taint+: [nvidia.com/gpu=absent:NoSchedule]\n"},
-			wantFile: "70-x.yaml",
+			// Class 5: a command-line label comes after every file.
+			name:     "k3s argument overrides our label",
+			args:     []string{"--node-label", "gpu=no"},
+			wantFile: ArgsSource,
 		},
 		{
-			name:     "k3s argument",
-			args:     []string{"--node-taint", "x:NoSchedule"},
-			wantFile: ArgsSource,
+			// Class 5: the command line appends; it does not replace.
+			name: "k3s argument taint appends",
+			args: []string{"--node-taint", "x:NoSchedule", "--node-label=cli=1"},
+		},
+		{
+			// Class 5: the file's kubelet-arg is kept beside the command
+			// line's, and the kubelet keeps the last register-with-taints.
+			name:     "file kubelet-arg with a command-line kubelet-arg",
+			files:    map[string]string{cfgPath: "kubelet-arg: [register-with-taints+=a:NoSchedule]\n"},
+			args:     []string{"--kubelet-arg=v=4"},
+			wantFile: cfgPath,
 		},
 		{
 			name:  "earlier plain keys are fine",
@@ -279,7 +288,7 @@ func TestPlanF11(t *testing.T) {
 		{
 			name:    "underscore node_taint+ key in a drop-in",
 			files:   map[string]string{dropDir + "/10-x.yaml": "node_taint+: [a:NoSchedule]\n"},
-			wantMsg: []string{`"node_taint"`, "10-x.yaml", `did you mean "node-taint"`},
+			wantMsg: []string{`"node_taint+"`, "10-x.yaml", `did you mean "node-taint"`},
 		},
 		{
 			name:    "bad effect in a drop-in",
@@ -311,6 +320,57 @@ func TestPlanF11(t *testing.T) {
 			taints:  []Taint{{Key: "a", Value: "1", Effect: NoSchedule}, {Key: "a", Value: "2", Effect: NoSchedule}},
 			wantMsg: []string{"unique by key and effect"},
 		},
+		{
+			// Class 6, the instance: config.yaml already has nodeprep's taint.
+			name:    "our taint again in config.yaml",
+			files:   map[string]string{cfgPath: "node-taint: [\"nvidia.com/gpu=present:NoSchedule\"]\n"},
+			taints:  []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: NoSchedule}},
+			wantMsg: []string{cfgPath, ourPath, "same key and effect", "would not register"},
+		},
+		{
+			name:    "our taint key and effect with another value later",
+			files:   map[string]string{dropDir + "/70-x.yaml": "node-taint+: [nvidia.com/gpu=absent:NoSchedule]\n"},
+			taints:  []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: NoSchedule}},
+			wantMsg: []string{"70-x.yaml", "same key and effect"},
+		},
+		{
+			name:    "two files with one taint key and effect",
+			files:   map[string]string{cfgPath: "node-taint: [a=1:NoExecute]\n", dropDir + "/10.yaml": "node-taint+: [a=2:NoExecute]\n"},
+			wantMsg: []string{cfgPath, "10.yaml", "same key and effect"},
+		},
+		{
+			name:    "duplicate taint from the command line",
+			files:   map[string]string{cfgPath: "node-taint: [a:NoExecute]\n"},
+			args:    []string{"--node-taint=a:NoExecute"},
+			wantMsg: []string{cfgPath, ArgsSource, "same key and effect"},
+		},
+		{
+			name:    "label without a value after YAML conversion",
+			files:   map[string]string{cfgPath: "node-label: [yes]\n"},
+			wantMsg: []string{"want key=value", cfgPath},
+		},
+		{
+			name:    "map as a label",
+			files:   map[string]string{cfgPath: "node-label: {a: b}\n"},
+			wantMsg: []string{cfgPath},
+		},
+		{
+			name:    "empty taint beside others",
+			files:   map[string]string{cfgPath: "node-taint: ['', 'a:NoSchedule']\n"},
+			wantMsg: []string{cfgPath, "empty"},
+		},
+		{
+			// Class 3, the instance.
+			name:    "server option in an agent config",
+			files:   map[string]string{cfgPath: "disable: [traefik]\n"},
+			wantMsg: []string{cfgPath, "flag provided but not defined: -disable", "k3s server"},
+		},
+		{
+			// Class 4, the instance.
+			name:    "data-dir in two spellings",
+			files:   map[string]string{cfgPath: "data-dir: /data/a\n", dropDir + "/10.yaml": "d: /data/b\n"},
+			wantMsg: []string{"Cannot use two forms of the same flag: d data-dir", cfgPath, "10.yaml"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -334,7 +394,12 @@ func TestPlanF11(t *testing.T) {
 func TestPlanUnknownKeyWarning(t *testing.T) {
 	t.Parallel()
 	root := newHost(t, map[string]string{cfgPath: "token: x\nnode-lable-extra: 1\nkubelet-arg: [a=b]\n"})
-	r, err := Plan(root, Options{})
+	// Class 3: `k3s agent` stops on a key it does not define.
+	if _, err := Plan(root, Options{}); !errors.Is(err, ErrK3sWouldNotStart) || !strings.Contains(err.Error(), `"node-lable-extra"`) {
+		t.Errorf("Plan for an agent: %v; want k3s-would-not-start naming node-lable-extra", err)
+	}
+	// `k3s server` skips it with a warning.
+	r, err := Plan(root, Options{K3sArgs: []string{"server"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +496,7 @@ func TestMisspelt(t *testing.T) {
 			t.Errorf("misspelt(%q) = %q, %v; want %q", key, got, ok, want)
 		}
 	}
-	for k := range knownKeys() {
+	for k := range serverFlags() {
 		if _, ok := misspelt(k); ok {
 			t.Errorf("known k3s key %q taken for a misspelling", k)
 		}
@@ -444,7 +509,8 @@ func TestMisspelt(t *testing.T) {
 func TestPlanWarnsAboutOwnDropIns(t *testing.T) {
 	t.Parallel()
 	byUp := string(Render(mustLabels(t, "nodeprep.dev/selftest=passed", "gpu=yes"), mustTaints(t, "a=b:NoSchedule")))
-	root := newHost(t, map[string]string{ourPath: byUp, dropDir + "/60-old.yaml": byUp})
+	old := string(Render(mustLabels(t, "gpu=yes"), nil))
+	root := newHost(t, map[string]string{ourPath: byUp, dropDir + "/60-old.yaml": old})
 	r, err := Plan(root, Options{Labels: mustLabels(t, "gpu=yes"), Taints: mustTaints(t, "a=b:NoSchedule")})
 	if err != nil {
 		t.Fatal(err)

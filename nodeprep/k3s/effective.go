@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path"
 	"strings"
@@ -78,6 +77,10 @@ func (o Options) Locate() Location {
 // for where it unpacks its binaries.)
 func (o Options) dataDir(eff *Effective) (string, string) {
 	switch {
+	case eff.DataDir != nil && eff.DataDir.Value == "":
+		// "data-dir:" with no value: k3s's --data-dir= resets it to the
+		// default (datadir.LocalHome), $K3S_DATA_DIR notwithstanding.
+		return DefaultDataDir, eff.DataDir.Source
 	case eff.DataDir != nil:
 		return eff.DataDir.Value, eff.DataDir.Source
 	case o.Env[EnvDataDir] != "":
@@ -96,8 +99,11 @@ func (o Options) dataDir(eff *Effective) (string, string) {
 // one, the backslash and the line break dropped (systemd's env-file parser
 // does the same: `K3S_DATA_DIR=/data\` then `K3S_CONFIG_FILE=/x.yaml` is one
 // variable, K3S_DATA_DIR=/dataK3S_CONFIG_FILE=/x.yaml). It returns the
-// variables, a later line winning, or an error naming the line (unmarked;
-// LoadEnvironment marks it). No library parses this format: dotenv parsers
+// variables, a later line winning, or an error naming the line and, when
+// it can be told, the key (unmarked; LoadEnvironment marks it). The error
+// never quotes the line: the file holds the join token, and a malformed
+// line ("export K3S_TOKEN=…", "K3S_TOKEN …", "K3S_TOKEN: …", the token
+// alone) may be the token. No library parses this format: dotenv parsers
 // differ from systemd on exactly these rules.
 func ParseEnvironmentFile(data []byte) (map[string]string, error) {
 	env := map[string]string{}
@@ -116,7 +122,7 @@ func ParseEnvironmentFile(data []byte) (map[string]string, error) {
 		key, value, ok := strings.Cut(line, "=")
 		key = strings.TrimSpace(key)
 		if !ok || !isEnvName(key) {
-			return nil, fmt.Errorf("line %d: want KEY=VALUE, got %q", n, line)
+			return nil, envLineError(n, line)
 		}
 		value = strings.TrimSpace(value)
 		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
@@ -132,6 +138,42 @@ func ParseEnvironmentFile(data []byte) (map[string]string, error) {
 		return nil, err
 	}
 	return env, nil
+}
+
+// envLineError says what is wrong with a line of the environment file
+// without quoting it: the file holds K3S_TOKEN, and a malformed line may
+// be the token itself. It names the line and, when one can be told, the
+// key.
+func envLineError(n int, line string) error {
+	const want = "want KEY=VALUE (systemd EnvironmentFile=; the line is not shown, it may hold a secret)"
+	if rest, ok := strings.CutPrefix(line, "export"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+		if key := leadingName(strings.TrimSpace(rest)); key != "" {
+			return fmt.Errorf("line %d: key %s is preceded by `export`, which is shell syntax: %s", n, key, want)
+		}
+		return fmt.Errorf("line %d: starts with `export`, which is shell syntax: %s", n, want)
+	}
+	if key := leadingName(line); key != "" && len(key) < len(line) {
+		sep := strings.TrimLeft(line[len(key):], " \t")
+		switch {
+		case strings.HasPrefix(sep, ":"):
+			return fmt.Errorf("line %d: key %s is followed by ':' (YAML syntax), not '=': %s", n, key, want)
+		case len(sep) < len(line[len(key):]):
+			return fmt.Errorf("line %d: key %s is followed by white space, not '=': %s", n, key, want)
+		}
+	}
+	if !strings.Contains(line, "=") {
+		return fmt.Errorf("line %d: has no '=' (a bare value, such as a token pasted alone?): %s", n, want)
+	}
+	return fmt.Errorf("line %d: the text before '=' is not a variable name: %s", n, want)
+}
+
+// leadingName returns the environment variable name that starts s, or "".
+func leadingName(s string) string {
+	i := 0
+	for i < len(s) && (s[i] == '_' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z' || i > 0 && s[i] >= '0' && s[i] <= '9') {
+		i++
+	}
+	return s[:i]
 }
 
 func isEnvName(s string) bool {
@@ -199,20 +241,20 @@ func kubeletArgConflicts(eff *Effective, labels []Label, taints []Taint, warning
 		op := name[len(flag):]
 		switch {
 		case flag == kubeletTaintsFlag && len(taints) > 0:
-			fix := fmt.Sprintf("combine them: remove this kubelet-arg and list its taints (%s) under node-taint+ in a config.yaml.d file (or pass them to nodeprep's --taint), so k3s passes nodeprep's and these in one --register-with-taints", value)
+			fix := fmt.Sprintf("combine them: remove this kubelet-arg and list its taints (%s) under node-taint+ in a config.yaml.d file (or pass them to nodeprep's --taint), so k3s passes nodeprep's and these in one --register-with-taints", RedactEntry(value))
 			if value == "" {
 				fix = "remove this kubelet-arg: it sets no taint, only takes the place of the --register-with-taints k3s builds"
 			}
 			switch op {
 			case "":
-				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --register-with-taints k3s builds from node-taint, so the node registers without nodeprep's taints (%s); %s", e.Source, e.Value, joinTaints(taints), fix))
+				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --register-with-taints k3s builds from node-taint, so the node registers without nodeprep's taints (%s); %s", e.Source, RedactEntry(e.Value), joinTaints(taints), fix))
 			case "-":
-				*warnings = append(*warnings, fmt.Sprintf("%s: kubelet-arg %q puts its own --register-with-taints before k3s's and the kubelet keeps only the last, so its taints (%s) never reach the node; %s", e.Source, e.Value, value, fix))
+				*warnings = append(*warnings, fmt.Sprintf("%s: kubelet-arg %q puts its own --register-with-taints before k3s's and the kubelet keeps only the last, so its taints (%s) never reach the node; %s", e.Source, RedactEntry(e.Value), RedactEntry(value), fix))
 			default:
-				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q passes a second --register-with-taints after k3s's, and the kubelet keeps only the last, so the node registers without nodeprep's taints (%s); %s", e.Source, e.Value, joinTaints(taints), fix))
+				errs = append(errs, fmt.Errorf("%s: kubelet-arg %q passes a second --register-with-taints after k3s's, and the kubelet keeps only the last, so the node registers without nodeprep's taints (%s); %s", e.Source, RedactEntry(e.Value), joinTaints(taints), fix))
 			}
 		case flag == kubeletLabelsFlag && op == "" && len(labels) > 0:
-			errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --node-labels k3s builds from node-label, so the node registers without nodeprep's labels; combine them: list these labels under node-label+ in a config.yaml.d file (or write the kubelet-arg as %q: the kubelet merges repeated --node-labels)", e.Source, e.Value, "node-labels+="+value))
+			errs = append(errs, fmt.Errorf("%s: kubelet-arg %q replaces the --node-labels k3s builds from node-label, so the node registers without nodeprep's labels; combine them: list these labels under node-label+ in a config.yaml.d file (or write the kubelet-arg as %q: the kubelet merges repeated --node-labels)", e.Source, RedactEntry(e.Value), RedactEntry("node-labels+="+value)))
 		}
 	}
 	return errs
@@ -235,21 +277,6 @@ func checkAbs(what, p, source string) error {
 	return fault.Malformed(fmt.Errorf("k3s %s %q (from %s): want an absolute path", what, p, source))
 }
 
-// checkExplicit refuses a config file that $K3S_CONFIG_FILE or --config
-// names and that does not exist: k3s reads only its default file as
-// optional (pkg/configfilearg: a missing file that was asked for is a
-// fatal error), so the node would not start at all, and nodeprep's
-// drop-in beside it would never be read. fault.ErrMalformed.
-func checkExplicit(root *hostfs.Root, loc Location) error {
-	if loc.Source != EnvConfigFile && loc.Source != SourceArgs {
-		return nil
-	}
-	if _, err := root.Stat(loc.ConfigPath); errors.Is(err, fs.ErrNotExist) {
-		return fault.Malformed(fmt.Errorf("k3s config file %q (from %s) does not exist: k3s refuses to start without a config file it was given", loc.ConfigPath, loc.Source))
-	}
-	return nil
-}
-
 // View is k3s's effective configuration as nodeprep needs it: where k3s
 // reads its config, its data-dir, and the merged keys. Read builds it;
 // Plan reports the same facts in its Result.
@@ -269,9 +296,6 @@ type View struct {
 func Read(root *hostfs.Root, o Options) (*View, error) {
 	v := &View{Location: o.Locate()}
 	if err := checkAbs("config file", v.ConfigPath, v.Source); err != nil {
-		return nil, err
-	}
-	if err := checkExplicit(root, v.Location); err != nil {
 		return nil, err
 	}
 	files, err := ReadFiles(root, v.ConfigPath)

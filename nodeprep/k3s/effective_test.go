@@ -52,7 +52,9 @@ func TestDataDir(t *testing.T) {
 		{name: "env-over-option", option: "/opt", env: map[string]string{EnvDataDir: "/env"}, want: "/env", src: EnvDataDir},
 		{name: "file-over-env", files: files, env: map[string]string{EnvDataDir: "/env"}, want: "/file", src: "/c.yaml"},
 		{name: "arg-over-file", files: files, args: []string{"--data-dir=/arg"}, want: "/arg", src: ArgsSource},
-		{name: "short-arg", files: files, args: []string{"-d /short"}, want: "/short", src: ArgsSource},
+		{name: "short-arg", args: []string{"-d /short"}, want: "/short", src: ArgsSource},
+		// Class 8: "data-dir:" with no value is --data-dir=, k3s's default.
+		{name: "null-resets", files: []File{{Path: "/c.yaml", Data: []byte("data-dir:\n")}}, env: map[string]string{EnvDataDir: "/env"}, want: DefaultDataDir, src: "/c.yaml"},
 		{name: "short-key", files: []File{{Path: "/c.yaml", Data: []byte("d: /d\n")}}, want: "/d", src: "/c.yaml"},
 		{name: "later-file", files: append(files, File{Path: "/c.yaml.d/x.yaml", Data: []byte("data-dir+: /later\n")}), want: "/later", src: "/c.yaml.d/x.yaml"},
 	}

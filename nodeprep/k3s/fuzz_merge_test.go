@@ -44,12 +44,10 @@ func FuzzMerge(f *testing.F) {
 // (bit 0: config.yaml or the drop-in), a key (bits 1-2: node-label,
 // node-label+, node-taint, node-taint+) and how many values it writes (bits
 // 3-5; 0 writes null); the values are taken in turn from vals (split at
-// ','). Each file is rendered as YAML (keys in the order chosen, each key
-// once per file, as k3s's YAML reader requires); a non-empty arg without
-// white space is passed as --node-taint=<arg>, which replaces the taints
-// from the files. The model: a plain key replaces the list so far, "key+"
-// appends, a plain key in a later file wipes what was appended, and
-// arguments apply last.
+// ','). Each file is rendered as YAML (keys in the order chosen); a
+// non-empty arg without white space is passed as --node-taint=<arg>,
+// which k3s appends to the taints from the files. The model is written
+// out below, apart from Merge's code.
 func FuzzMergeModel(f *testing.F) {
 	f.Add([]byte{0b001_01_0, 0b001_00_1, 0b010_11_1}, "site=lab,gpu=yes,a=b:NoSchedule,rack=r1", "")
 	f.Add([]byte{0b011_00_0, 0b001_01_1, 0b000_00_1}, "a=1,b=2,c=3", "x=y:NoExecute")
@@ -108,24 +106,48 @@ func FuzzMergeModel(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Merge refused a well-formed input: %v\nconfig.yaml:\n%s\ndrop-in:\n%s", err, data[0], data[1])
 		}
-		// The model.
-		want := map[string][]Entry{KeyNodeLabel: nil, KeyNodeTaint: nil}
+		// The model (k3s readConfigFile, then urfave/cli's slice flag): a
+		// plain key replaces the value so far, "key+" appends to it (null
+		// appends nothing) or, with nothing so far, sets it; a value that
+		// ends up null is one empty flag value; values are trimmed; the
+		// command line's values come after the files'.
+		type state struct {
+			set, null  bool
+			entries    []Entry
+			nullSource string
+		}
+		st := map[string]*state{KeyNodeLabel: {}, KeyNodeTaint: {}}
 		for file := range 2 {
 			for _, w := range writes {
 				if w.file != file {
 					continue
 				}
 				name, plus := strings.CutSuffix(w.key, "+")
-				if !plus {
-					want[name] = nil
-				}
+				s := st[name]
+				src := []string{cfg, drop}[file]
+				var add []Entry
 				for _, v := range w.values {
-					want[name] = append(want[name], Entry{Value: v, Source: []string{cfg, drop}[file]})
+					add = append(add, Entry{Value: strings.TrimSpace(v), Source: src})
 				}
+				switch {
+				case plus && s.set:
+					s.entries = append(s.entries, add...)
+					s.null = false
+				default:
+					s.entries, s.null, s.nullSource = add, w.values == nil, src
+				}
+				s.set = true
+			}
+		}
+		want := map[string][]Entry{}
+		for name, s := range st {
+			want[name] = s.entries
+			if s.null {
+				want[name] = []Entry{{Value: "", Source: s.nullSource}}
 			}
 		}
 		if arg != "" {
-			want[KeyNodeTaint] = []Entry{{Value: arg, Source: ArgsSource}}
+			want[KeyNodeTaint] = append(want[KeyNodeTaint], Entry{Value: strings.TrimSpace(arg), Source: ArgsSource})
 		}
 		if !slices.Equal(eff.NodeLabels, want[KeyNodeLabel]) {
 			t.Errorf("node-label = %v, want %v\nconfig.yaml:\n%s\ndrop-in:\n%s", eff.NodeLabels, want[KeyNodeLabel], data[0], data[1])

@@ -25,7 +25,8 @@ type Label struct {
 func ParseLabel(s string) (Label, error) {
 	key, value, ok := strings.Cut(s, "=")
 	if !ok {
-		return Label{}, fault.Malformed(fmt.Errorf("label %q: want key=value", s))
+		// Not shown: with no key to judge it by, it may be a pasted token.
+		return Label{}, fault.Malformed(fmt.Errorf("a label with no '=' (%d characters, not shown: it may be a secret): want key=value", len(s)))
 	}
 	l := Label{Key: key, Value: value}
 	if err := l.Validate(); err != nil {
@@ -35,14 +36,15 @@ func ParseLabel(s string) (Label, error) {
 }
 
 // ParseLabels parses each string with ParseLabel and returns all the errors
-// joined (marked fault.ErrMalformed) or the labels in the order given.
+// joined, each naming the item's place ("item 3: …"; marked
+// fault.ErrMalformed), or the labels in the order given.
 func ParseLabels(ss []string) ([]Label, error) {
 	out := make([]Label, 0, len(ss))
 	var errs []error
-	for _, s := range ss {
+	for i, s := range ss {
 		l, err := ParseLabel(s)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("item %d: %w", i+1, err))
 			continue
 		}
 		out = append(out, l)
@@ -77,16 +79,26 @@ func (l *Label) UnmarshalText(b []byte) error {
 // kubelet given any other label refuses to start, so the k3s agent exits.
 // The error names the label and the rule and is marked fault.ErrMalformed.
 func (l Label) Validate() error {
+	shown := RedactEntry(l.String())
 	if errs := validation.IsQualifiedName(l.Key); len(errs) > 0 {
-		return fault.Malformed(fmt.Errorf("label %q: key %q is not a qualified name: %s", l.String(), l.Key, strings.Join(errs, "; ")))
+		return fault.Malformed(fmt.Errorf("label %q: key %q is not a qualified name: %s", shown, RedactEntry(l.Key), strings.Join(errs, "; ")))
 	}
 	if errs := validation.IsValidLabelValue(l.Value); len(errs) > 0 {
-		return fault.Malformed(fmt.Errorf("label %q: value %q is not a valid label value: %s", l.String(), l.Value, strings.Join(errs, "; ")))
+		return fault.Malformed(fmt.Errorf("label %q: value %s is not a valid label value: %s", shown, quoteValue(l.Key, l.Value), strings.Join(errs, "; ")))
 	}
 	if IsKubernetesLabel(l.Key) && !IsKubeletLabel(l.Key) {
-		return fault.Malformed(fmt.Errorf("label %q: the kubelet may not set labels in the kubernetes.io or k8s.io namespaces except under kubelet.kubernetes.io/, node.kubernetes.io/ or %s", l.String(), strings.Join(kubeletLabels, ", ")))
+		return fault.Malformed(fmt.Errorf("label %q: the kubelet may not set labels in the kubernetes.io or k8s.io namespaces except under kubelet.kubernetes.io/, node.kubernetes.io/ or %s", shown, strings.Join(kubeletLabels, ", ")))
 	}
 	return nil
+}
+
+// quoteValue quotes a label or taint value for an error, or says it is
+// not shown: the value of a secret key (IsSecretKey), or a token.
+func quoteValue(key, value string) string {
+	if IsSecretKey(key) || tokenLike.MatchString(value) {
+		return Redacted
+	}
+	return fmt.Sprintf("%q", value)
 }
 
 // kubeletLabels is the kubelet's fixed set of kubernetes.io labels it may set
@@ -183,10 +195,15 @@ type Taint struct {
 func ParseTaint(s string) (Taint, error) {
 	kv, effect, ok := strings.Cut(s, ":")
 	if !ok {
-		return Taint{}, fault.Malformed(fmt.Errorf("taint %q: want key[=value]:Effect (Effect one of NoSchedule, PreferNoSchedule, NoExecute)", s))
+		shown := fmt.Sprintf("%q", RedactEntry(s))
+		if !strings.Contains(s, "=") {
+			// Not shown: with no key to judge it by, it may be a pasted token.
+			shown = fmt.Sprintf("with no ':' (%d characters, not shown: it may be a secret)", len(s))
+		}
+		return Taint{}, fault.Malformed(fmt.Errorf("taint %s: want key[=value]:Effect (Effect one of NoSchedule, PreferNoSchedule, NoExecute)", shown))
 	}
 	if strings.Contains(effect, ":") {
-		return Taint{}, fault.Malformed(fmt.Errorf("taint %q: more than one ':'; want key[=value]:Effect", s))
+		return Taint{}, fault.Malformed(fmt.Errorf("taint %q: more than one ':'; want key[=value]:Effect", RedactEntry(s)))
 	}
 	key, value, eq := strings.Cut(kv, "=")
 	t := Taint{Key: key, Value: value, Effect: TaintEffect(effect), withEquals: eq && value == ""}
@@ -197,14 +214,15 @@ func ParseTaint(s string) (Taint, error) {
 }
 
 // ParseTaints parses each string with ParseTaint and returns all the errors
-// joined (marked fault.ErrMalformed) or the taints in the order given.
+// joined, each naming the item's place (marked fault.ErrMalformed), or the
+// taints in the order given.
 func ParseTaints(ss []string) ([]Taint, error) {
 	out := make([]Taint, 0, len(ss))
 	var errs []error
-	for _, s := range ss {
+	for i, s := range ss {
 		t, err := ParseTaint(s)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("item %d: %w", i+1, err))
 			continue
 		}
 		out = append(out, t)
@@ -246,16 +264,21 @@ func (t *Taint) UnmarshalText(b []byte) error {
 func (t Taint) Validate() error { return t.validate(t.String()) }
 
 func (t Taint) validate(s string) error {
+	s = RedactEntry(s)
 	if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
-		return fault.Malformed(fmt.Errorf("taint %q: key %q is not a qualified name: %s", s, t.Key, strings.Join(errs, "; ")))
+		return fault.Malformed(fmt.Errorf("taint %q: key %q is not a qualified name: %s", s, RedactEntry(t.Key), strings.Join(errs, "; ")))
 	}
 	if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
-		return fault.Malformed(fmt.Errorf("taint %q: value %q is not a valid label value: %s", s, t.Value, strings.Join(errs, "; ")))
+		return fault.Malformed(fmt.Errorf("taint %q: value %s is not a valid label value: %s", s, quoteValue(t.Key, t.Value), strings.Join(errs, "; ")))
 	}
 	switch t.Effect {
 	case NoSchedule, PreferNoSchedule, NoExecute:
 	default:
-		return fault.Malformed(fmt.Errorf("taint %q: effect %q is not one of NoSchedule, PreferNoSchedule, NoExecute", s, t.Effect))
+		effect := fmt.Sprintf("%q", RedactEntry(string(t.Effect)))
+		if IsSecretKey(t.Key) {
+			effect = Redacted
+		}
+		return fault.Malformed(fmt.Errorf("taint %q: effect %s is not one of NoSchedule, PreferNoSchedule, NoExecute", s, effect))
 	}
 	return nil
 }

@@ -1,16 +1,17 @@
 package k3s
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
-	"sort"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 
-	"go.yaml.in/yaml/v3"
+	yaml2 "go.yaml.in/yaml/v2"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -32,16 +33,10 @@ const (
 	KeyContainerRuntimeEndpoint = "container-runtime-endpoint"
 )
 
-// listKeys are the repeatable keys Merge computes; scalarKeys the
-// single-valued ones (the last value wins, k3s's command line last).
-var (
-	listKeys   = map[string]bool{KeyNodeLabel: true, KeyNodeTaint: true, KeyKubeletArg: true}
-	scalarKeys = map[string]bool{KeyDataDir: true, KeyContainerRuntimeEndpoint: true}
-	// shortFlags are k3s's one-letter aliases (k3s pkg/cli/cmds: "data-dir,d",
-	// "config,c"); a config file key of one letter becomes "-k" (k3s
-	// configfilearg readConfigFile).
-	shortFlags = map[string]string{"d": KeyDataDir, "c": KeyConfig}
-)
+// shortFlags are k3s's one-letter aliases of the keys nodeprep reads (k3s
+// pkg/cli/cmds: "data-dir, d", "config, c"); a one-letter config file key
+// becomes "-k=value" (k3s configfilearg readConfigFile).
+var shortFlags = map[string]string{"d": KeyDataDir, "c": KeyConfig}
 
 // ArgsSource is the Source of entries and changes that come from k3s
 // command-line arguments rather than a file.
@@ -81,60 +76,88 @@ func IsDropInName(name string) bool {
 // is malformed input rather than a reason to hold it in memory.
 const MaxConfigSize = 1 << 20
 
-// ReadFiles reads the k3s config files in the order k3s reads them:
-// configPath (when it exists), then the regular files in DropInDir(configPath)
-// whose names IsDropInName accepts, sorted by name in byte order (k3s uses
-// os.ReadDir, which sorts by name). Directories are skipped, as k3s does. A
-// missing file or directory is not an error; an unreadable one is, marked
-// fault.ErrUnavailable; a FIFO, device or socket where a file should be,
-// or a file over MaxConfigSize, is marked fault.ErrMalformed (exit 65, as
-// for the spec and the config file).
+// ErrK3sWouldNotStart marks (with fault.ErrMalformed, exit 65) a k3s
+// configuration k3s refuses: it exits at start, so nodeprep's drop-in
+// would never reach the node.
+var ErrK3sWouldNotStart = errors.New("k3s would not start")
+
+// ErrK3sIgnoresConfig marks (with fault.ErrMalformed, exit 65) a k3s
+// configuration k3s reads as "no config file at all": it starts with none
+// of its files, nodeprep's drop-in included.
+var ErrK3sIgnoresConfig = errors.New("k3s would ignore every config file")
+
+func wouldNotStart(err error) error {
+	return fault.Malformed(fmt.Errorf("%w: %w", ErrK3sWouldNotStart, err))
+}
+
+// ReadFiles reads the k3s config files as k3s does (k3s pkg/configfilearg
+// dotDFiles and readConfigFile):
+//
+//   - the drop-ins are the entries of DropInDir(configPath) whose names
+//     IsDropInName accepts, in byte order (os.ReadDir sorts by name),
+//     except directories, which k3s skips — but only real ones: a symlink
+//     to a directory is listed as a link, read, and fails;
+//   - configPath comes first when it exists (a dangling link does not);
+//     with neither it nor a drop-in, there are no files and no error.
+//
+// Errors, naming the file:
+//   - ErrK3sIgnoresConfig (fault.ErrMalformed): a listed drop-in that
+//     cannot be read because it does not exist — a dangling symlink, or a
+//     file removed since: k3s takes that read error for "no config" and
+//     starts with none of the files;
+//   - ErrK3sWouldNotStart (fault.ErrMalformed): the drop-in directory is
+//     not a directory, or a file is a directory (through a link), a FIFO,
+//     a device or a socket (k3s fails to read it, or blocks on a FIFO), or
+//     a file is over MaxConfigSize (which nodeprep does not read);
+//   - fault.ErrUnavailable: another read error, such as permission denied.
 func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
-	var files []File
-	data, err := root.ReadFileLimit(configPath, MaxConfigSize)
-	switch {
-	case err == nil:
-		files = append(files, File{Path: configPath, Data: data})
-	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, hostfs.ErrTooLarge):
-		return nil, fault.Malformed(fmt.Errorf("reading k3s config %q: %w", configPath, err))
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fault.Unavailable(fmt.Errorf("reading k3s config %q: %w", configPath, err))
-	}
 	dir := DropInDir(configPath)
 	entries, err := root.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return files, nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, readError("k3s drop-in directory", dir, err)
 	}
-	if err != nil {
-		return nil, fault.Unavailable(fmt.Errorf("reading k3s drop-in directory %q: %w", dir, err))
-	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
+	var paths []string
+	for _, e := range entries { // sorted by name, as k3s lists them
 		if e.IsDir() || !IsDropInName(e.Name()) {
 			continue
 		}
-		names = append(names, e.Name())
+		paths = append(paths, path.Join(dir, e.Name()))
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		p := path.Join(dir, name)
-		st, err := root.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // a dangling link: k3s would fail to read it; nothing to merge
-		}
-		if err == nil && st.IsDir() {
-			continue
-		}
+	if _, err := root.Stat(configPath); err == nil {
+		paths = append([]string{configPath}, paths...)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, readError("k3s config", configPath, err)
+	}
+	files := make([]File, 0, len(paths))
+	for _, p := range paths {
 		data, err := root.ReadFileLimit(p, MaxConfigSize)
-		if errors.Is(err, hostfs.ErrNotRegular) || errors.Is(err, hostfs.ErrTooLarge) {
-			return nil, fault.Malformed(fmt.Errorf("reading k3s drop-in %q: %w", p, err))
+		if errors.Is(err, fs.ErrNotExist) {
+			what := "does not exist (a dangling symlink?)"
+			if st, lerr := root.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+				what = "is a symlink to nothing"
+			}
+			return nil, fault.Malformed(fmt.Errorf("%w: k3s drop-in %q %s: k3s lists it, fails to read it and takes that for \"no config file\", so it starts with none of %s and its drop-ins, nodeprep's included; remove the link or restore its target", ErrK3sIgnoresConfig, p, what, configPath))
 		}
 		if err != nil {
-			return nil, fault.Unavailable(fmt.Errorf("reading k3s drop-in %q: %w", p, err))
+			return nil, readError("k3s config", p, err)
 		}
 		files = append(files, File{Path: p, Data: data})
 	}
 	return files, nil
+}
+
+// readError classifies a read error: what k3s fails on as well is
+// ErrK3sWouldNotStart, anything else (permission denied) unavailable.
+func readError(what, p string, err error) error {
+	switch {
+	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, syscall.EISDIR):
+		return wouldNotStart(fmt.Errorf("reading %s %q: %w: k3s reads every *.yaml and *.yml entry and fails on one it cannot read", what, p, err))
+	case errors.Is(err, hostfs.ErrTooLarge):
+		return wouldNotStart(fmt.Errorf("reading %s %q: %w", what, p, err))
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
+		return wouldNotStart(fmt.Errorf("reading %s %q: %w: k3s fails on it at start", what, p, err))
+	}
+	return fault.Unavailable(fmt.Errorf("reading %s %q: %w", what, p, err))
 }
 
 // Entry is one value of an effective list with the file (or ArgsSource)
@@ -181,194 +204,273 @@ type Effective struct {
 	Changes []Change `json:"changes,omitempty" yaml:"changes,omitempty"`
 	// Keys are the top-level keys of every file, "+" removed, in order.
 	Keys []KeyRef `json:"-" yaml:"-"`
+	// Role is the k3s subcommand the flags are parsed for: RoleAgent, or
+	// RoleServer when the k3s arguments start with "server".
+	Role string `json:"role" yaml:"role"`
+	// IgnoredArgs are the k3s arguments from the first positional one on,
+	// which k3s never parses as flags.
+	IgnoredArgs []string `json:"ignoredArgs,omitempty" yaml:"ignoredArgs,omitempty"`
+	// Warnings are what k3s would log and get past (a `k3s server` key it
+	// skips, ignored arguments).
+	Warnings []string `json:"-" yaml:"-"`
 }
 
-// Merge applies the k3s merge rules to files (in the order given, as
-// ReadFiles returns them) and then to the k3s command-line arguments args.
+// Merge replays how k3s turns its config files and command line into the
+// flags `k3s agent` (or `k3s server`) runs with, and returns the
+// effective node-label, node-taint and kubelet-arg lists and the
+// data-dir and container-runtime-endpoint.
 //
-// The rules (k3s docs, "Configuration File" / "Multiple Config Files", and
-// k3s pkg/configfilearg/parser.go readConfigFile):
-//   - keys are applied in file order and, within a file, in document order;
-//   - a plain key replaces the value so far, lists included;
-//   - "key+" appends to the value so far (a scalar counts as a one-element
-//     list; with no value so far it just sets it);
-//   - so a plain key in a later file wipes what earlier "key+" appended.
+// The files (k3s pkg/configfilearg readConfigFile), in the order given
+// (ReadFiles' order):
+//   - each is read as k3s reads it: YAML 1.1 with gopkg.in/yaml.v2
+//     (go.yaml.in/yaml/v2 here, the same code) into an ordered map; only
+//     the first document counts, a key may repeat (the later wins), and a
+//     file yaml.v2 refuses stops k3s (ErrK3sWouldNotStart);
+//   - keys and values are turned into strings as k3s does
+//     (wrangler convert.ToString): YAML 1.1 scalars as Go prints them
+//     (1e3 → 1000, 0x1F → 31, 010 → 8, yes/on → true, ~ → ""), trimmed of
+//     white space; a list item that is itself a list gives its first item;
+//   - a plain key replaces the value so far, "key+" appends to it (a
+//     scalar counts as a one-item list, null as none); keys keep the order
+//     in which they first appeared;
+//   - each key becomes flags: one "--key=value" for each list item, or one
+//     for a scalar, so a null value is one empty value ("node-taint:" is
+//     --node-taint=); a one-letter key becomes "-k=value".
 //
-// The same rules give kubelet-arg (a list) and the scalars data-dir (alias
-// d) and container-runtime-endpoint, whose last value wins.
+// These flags go right after the subcommand, before the command line
+// (args; each string is split at white space, so a whole command line in
+// one string works too). A first word "agent" or "server" names the
+// subcommand (default: agent). For `k3s server`, file keys the server
+// does not define are dropped with a warning (k3s stripInvalidFlags);
+// `k3s agent` has no such step. Then parseArgs replays urfave/cli's
+// parsing: command-line values of node-label, node-taint and kubelet-arg
+// append to the files' (k3s's docs say the command line overwrites the
+// files; its code appends, and the code is what reaches the kubelet).
 //
-// Command-line arguments apply last (k3s inserts the files' values before
-// the command line's, so a scalar flag on the command line wins). For
-// repeatable flags such as --node-label the k3s docs say "the CLI arguments
-// will overwrite all values in the list", so any --node-label
-// (--node-taint, --kubelet-arg) in args replaces the whole list from the
-// files. Recognised forms: "--node-label=v", "--node-label v" and the
-// single-dash forms Go's flag package (under urfave/cli) also accepts, "-d"
-// for --data-dir; other arguments are ignored.
-// Each argument is first split at white space, so a whole command line in
-// one string (NixOS services.k3s.extraFlags is often one) works too; no
-// label or taint contains white space.
-//
-// A file that is not a YAML mapping, or a node-label/node-taint value that is
-// neither a string, a list of strings nor null, gives an error naming the
-// file, marked fault.ErrMalformed: k3s would refuse to start.
+// Errors name the file and key, or ArgsSource, and are marked
+// fault.ErrMalformed and ErrK3sWouldNotStart: YAML k3s cannot parse, a
+// file that is not a mapping, a key `k3s agent` does not define, one flag
+// under two names, a flag without its value. A misspelt node-label or
+// node-taint key for `k3s server` (which would drop it) is malformed too.
 func Merge(files []File, args []string) (*Effective, error) {
-	eff := &Effective{}
-	for _, f := range files {
-		eff.Files = append(eff.Files, f.Path)
-		if err := eff.mergeFile(f); err != nil {
-			return nil, err
-		}
-	}
-	var words []string
+	eff := &Effective{Role: RoleAgent}
+	var cli []argWord
 	for _, a := range args {
-		words = append(words, strings.Fields(a)...)
+		for _, w := range strings.Fields(a) {
+			cli = append(cli, argWord{text: w, source: ArgsSource})
+		}
 	}
-	args = words
-	argValues := map[string][]string{}
-	var argOrder []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if long, ok := shortFlags[name]; ok && !strings.HasPrefix(a, "--") {
-			name = long
-		}
-		if !strings.HasPrefix(a, "-") || !(listKeys[name] || scalarKeys[name]) {
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				return nil, fault.Malformed(fmt.Errorf("k3s argument %q: missing value", a))
+	if len(cli) > 0 && (cli[0].text == RoleAgent || cli[0].text == RoleServer) {
+		eff.Role = cli[0].text
+		cli = cli[1:]
+	}
+	fileWords, err := eff.readFiles(files)
+	if err != nil {
+		return nil, err
+	}
+	if eff.Role == RoleServer {
+		kept := fileWords[:0]
+		for _, w := range fileWords {
+			name, _, _ := strings.Cut(strings.TrimLeft(w.text, "-"), "=")
+			if _, ok := serverFlags()[name]; ok {
+				kept = append(kept, w)
+				continue
 			}
-			i++
-			value = args[i]
+			if meant, ok := misspelt(name); ok {
+				return nil, fault.Malformed(fmt.Errorf("k3s config %q: key %q is not a k3s option (did you mean %q?): `k3s server` skips it, so its entries would never reach the node", w.source, w.key, meant))
+			}
+			eff.Warnings = append(eff.Warnings, fmt.Sprintf("k3s config %q: key %q is not a `k3s server` option nodeprep knows; k3s server logs \"Unknown flag\" and skips it", w.source, w.key))
 		}
-		if scalarKeys[name] {
-			eff.setScalar(name, Entry{Value: value, Source: ArgsSource})
-			continue
-		}
-		if _, ok := argValues[name]; !ok {
-			argOrder = append(argOrder, name)
-		}
-		argValues[name] = append(argValues[name], value)
+		fileWords = kept
 	}
-	for _, name := range argOrder {
-		eff.apply(Change{Source: ArgsSource, Key: name, Values: argValues[name]})
+	p, err := parseArgs(eff.Role, append(fileWords, cli...))
+	if err != nil {
+		return nil, wouldNotStart(err)
+	}
+	eff.NodeLabels = p.lists[KeyNodeLabel]
+	eff.NodeTaints = p.lists[KeyNodeTaint]
+	eff.KubeletArgs = p.lists[KeyKubeletArg]
+	if v, ok := p.strings[KeyDataDir]; ok {
+		eff.DataDir = &v
+	}
+	if v, ok := p.strings[KeyContainerRuntimeEndpoint]; ok {
+		eff.ContainerRuntimeEndpoint = &v
+	}
+	for _, name := range []string{KeyNodeLabel, KeyNodeTaint} {
+		var values []string
+		for _, w := range cli {
+			if v, ok := cliValue(w.text, name); ok {
+				values = append(values, v)
+			}
+		}
+		if len(values) > 0 {
+			eff.Changes = append(eff.Changes, Change{Source: ArgsSource, Key: name, Append: true, Values: values})
+		}
+	}
+	if len(p.ignored) > 0 {
+		eff.IgnoredArgs = p.ignored
+		eff.Warnings = append(eff.Warnings, fmt.Sprintf("k3s arguments from %q on are positional: k3s (urfave/cli v2) parses no flag after the first word that is not one, so %d words are ignored", firstWord(p.ignored), len(p.ignored)))
 	}
 	return eff, nil
 }
 
-func (e *Effective) mergeFile(f File) error {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // an empty file
-		}
-		return fault.Malformed(fmt.Errorf("reading k3s config %q: %w", f.Path, err))
+func firstWord(ws []string) string {
+	if len(ws) == 0 {
+		return ""
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err == nil {
-			err = errors.New("more than one YAML document")
-		}
-		return fault.Malformed(fmt.Errorf("reading k3s config %q: %w", f.Path, err))
+	return ws[0]
+}
+
+// cliValue returns the value of "--name=v" (or "-name=v") for reporting
+// command-line changes; the space form is reported by parseArgs alone.
+func cliValue(w, name string) (string, bool) {
+	n, v, ok := strings.Cut(strings.TrimLeft(w, "-"), "=")
+	return v, ok && n == name && strings.HasPrefix(w, "-")
+}
+
+// yamlValue is one config key's value as k3s keeps it while it merges
+// the files: the value as yaml.v2 decoded it (list false), or a list of
+// items (list true: a YAML sequence, or the result of "key+"), each with
+// the file it came from.
+type yamlValue struct {
+	list  bool
+	items []yamlItem
+}
+
+type yamlItem struct {
+	raw    any
+	source string
+}
+
+// toSlice is k3s's toSlice: a string is a one-item list (kept as is), a
+// list stays, anything else is its string form, or nothing when empty.
+func (v yamlValue) toSlice() []yamlItem {
+	if v.list {
+		return v.items
 	}
-	if len(doc.Content) == 0 {
-		return nil
+	it := v.items[0]
+	if _, ok := it.raw.(string); ok {
+		return []yamlItem{it}
 	}
-	m := doc.Content[0]
-	if m.Kind == yaml.ScalarNode && m.Tag == "!!null" {
-		return nil
-	}
-	if m.Kind != yaml.MappingNode {
-		return fault.Malformed(fmt.Errorf("reading k3s config %q: line %d: want a mapping of k3s options", f.Path, m.Line))
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if k.Kind != yaml.ScalarNode {
-			return fault.Malformed(fmt.Errorf("reading k3s config %q: line %d: a key must be a string", f.Path, k.Line))
-		}
-		name, appendKey := strings.CutSuffix(k.Value, "+")
-		if long, ok := shortFlags[name]; ok {
-			name = long
-		}
-		e.Keys = append(e.Keys, KeyRef{Source: f.Path, Key: name})
-		if scalarKeys[name] {
-			values, err := stringList(v)
-			if err != nil || len(values) == 0 {
-				continue // k3s turns it into a flag the CLI parser judges; not ours to guess
-			}
-			// "key+" on a scalar gives k3s one flag per value; the last wins.
-			e.setScalar(name, Entry{Value: values[len(values)-1], Source: f.Path})
-			continue
-		}
-		if !listKeys[name] {
-			continue
-		}
-		values, err := stringList(v)
-		if err != nil {
-			return fault.Malformed(fmt.Errorf("reading k3s config %q: line %d: %s: %w", f.Path, v.Line, k.Value, err))
-		}
-		e.apply(Change{Source: f.Path, Key: name, Append: appendKey, Values: values})
+	if s := toString(it.raw); s != "" {
+		return []yamlItem{{raw: s, source: it.source}}
 	}
 	return nil
 }
 
-// stringList converts a node-label/node-taint value as k3s does (toSlice):
-// a list of scalars, a scalar (one element) or null (no elements).
-func stringList(v *yaml.Node) ([]string, error) {
-	switch v.Kind {
-	case yaml.AliasNode:
-		return stringList(v.Alias)
-	case yaml.ScalarNode:
-		if v.Tag == "!!null" {
-			return nil, nil
+// toString is wrangler's convert.ToString, which k3s uses for every key
+// and value: a list gives its first item (an empty list nothing), a
+// time its RFC 3339 form, anything else what fmt.Sprint prints, trimmed
+// of white space.
+func toString(v any) string {
+	switch x := v.(type) {
+	case []any:
+		if len(x) == 0 {
+			return ""
 		}
-		return []string{v.Value}, nil
-	case yaml.SequenceNode:
-		out := make([]string, 0, len(v.Content))
-		for _, item := range v.Content {
-			if item.Kind == yaml.AliasNode {
-				item = item.Alias
-			}
-			if item.Kind != yaml.ScalarNode || item.Tag == "!!null" {
-				return nil, fmt.Errorf("want a list of strings")
-			}
-			out = append(out, item.Value)
+		v = x[0]
+	case []string:
+		if len(x) == 0 {
+			return ""
 		}
-		return out, nil
+		v = x[0]
 	}
-	return nil, fmt.Errorf("want a string or a list of strings")
+	if t, ok := v.(time.Time); ok {
+		return t.Format(time.RFC3339)
+	}
+	if v == nil {
+		return ""
+	}
+	return strings.TrimSpace(fmt.Sprint(v))
 }
 
-func (e *Effective) setScalar(key string, v Entry) {
-	switch key {
-	case KeyDataDir:
-		e.DataDir = &v
-	case KeyContainerRuntimeEndpoint:
-		e.ContainerRuntimeEndpoint = &v
+// readFiles merges the files as k3s readConfigFile does and returns the
+// flags it builds, in key order.
+func (e *Effective) readFiles(files []File) ([]argWord, error) {
+	values := map[string]*yamlValue{}
+	var order []string
+	lastKey := map[string]string{} // key → the key as last written, "+" included
+	for _, f := range files {
+		e.Files = append(e.Files, f.Path)
+		var doc yaml2.MapSlice
+		if err := yaml2.Unmarshal(f.Data, &doc); err != nil {
+			return nil, wouldNotStart(fmt.Errorf("k3s config %q: %s: k3s reads it with a YAML 1.1 parser (gopkg.in/yaml.v2) into a mapping of options and stops on this", f.Path, redactYAMLError(err)))
+		}
+		for _, item := range doc {
+			k := toString(item.Key)
+			name, isAppend := strings.CutSuffix(k, "+")
+			if _, ok := values[name]; !ok {
+				order = append(order, name)
+			}
+			lastKey[name] = k
+			canon := name
+			if long, ok := shortFlags[name]; ok {
+				canon = long
+			}
+			e.Keys = append(e.Keys, KeyRef{Source: f.Path, Key: canon})
+			v := yamlValue{}
+			if l, ok := item.Value.([]any); ok {
+				v.list = true
+				for _, x := range l {
+					v.items = append(v.items, yamlItem{raw: x, source: f.Path})
+				}
+			} else {
+				v.items = []yamlItem{{raw: item.Value, source: f.Path}}
+			}
+			if canon == KeyNodeLabel || canon == KeyNodeTaint {
+				c := Change{Source: f.Path, Key: canon, Append: isAppend}
+				for _, it := range v.toSliceForChange() {
+					c.Values = append(c.Values, toString(it.raw))
+				}
+				e.Changes = append(e.Changes, c)
+			}
+			if old, ok := values[name]; ok && isAppend {
+				v = yamlValue{list: true, items: append(slices.Clone(old.toSlice()), v.toSlice()...)}
+			}
+			values[name] = &v
+		}
 	}
+	var words []argWord
+	for _, name := range order {
+		v := values[name]
+		prefix := "--"
+		if len(name) == 1 {
+			prefix = "-"
+		}
+		w := argWord{key: lastKey[name]}
+		if v.list {
+			for _, it := range v.items {
+				w.text, w.source = prefix+name+"="+toString(it.raw), it.source
+				words = append(words, w)
+			}
+			continue
+		}
+		w.text, w.source = prefix+name+"="+toString(v.items[0].raw), v.items[0].source
+		words = append(words, w)
+	}
+	return words, nil
 }
 
-func (e *Effective) apply(c Change) {
-	list := &e.NodeLabels
-	switch c.Key {
-	case KeyNodeTaint:
-		list = &e.NodeTaints
-	case KeyKubeletArg:
-		list = &e.KubeletArgs
+// toSliceForChange lists what a key wrote, for Effective.Changes: a list's
+// items, a scalar as one value (null as none).
+func (v yamlValue) toSliceForChange() []yamlItem {
+	if v.list {
+		return v.items
 	}
-	if c.Key != KeyKubeletArg {
-		e.Changes = append(e.Changes, c)
+	if v.items[0].raw == nil {
+		return nil
 	}
-	if !c.Append {
-		*list = nil
-	}
-	for _, v := range c.Values {
-		*list = append(*list, Entry{Value: v, Source: c.Source})
-	}
+	return v.items
 }
+
+// redactYAMLError drops the quoted document text yaml.v2 puts in its
+// errors ("cannot unmarshal !!str `K10…` into …"): a token pasted into a
+// config file must not reach a log.
+func redactYAMLError(err error) string {
+	return yamlQuoted.ReplaceAllString(err.Error(), "`…`")
+}
+
+var yamlQuoted = regexp.MustCompile("`[^`]*`")
 
 // Values returns the values of entries, in order.
 func Values(entries []Entry) []string {

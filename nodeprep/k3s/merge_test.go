@@ -3,9 +3,11 @@ package k3s
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -69,11 +71,21 @@ func TestMerge(t *testing.T) {
 			wantTaints: []string{"x:NoExecute@50.yaml"},
 		},
 		{
-			name: "null plain value empties the list",
+			// Class 8: k3s passes --node-label= for a null value: one empty item.
+			name: "null plain value leaves one empty item",
 			files: []src{
 				{cfgPath, "node-label: [a=1]\n"},
 				{dropDir + "/10.yml", "node-label:\n"},
 			},
+			wantLabels: []string{"@10.yml"},
+		},
+		{
+			name: "null then append: the null adds nothing",
+			files: []src{
+				{cfgPath, "node-taint:\n"},
+				{dropDir + "/50.yml", "node-taint+: [x:NoSchedule]\n"},
+			},
+			wantTaints: []string{"x:NoSchedule@50.yml"},
 		},
 		{
 			name:       "plain and plus in one file apply in document order",
@@ -91,16 +103,69 @@ func TestMerge(t *testing.T) {
 			wantLabels: []string{"a=1@config.yaml"},
 		},
 		{
-			name:       "k3s args replace the file lists",
+			// Class 5: urfave/cli appends every --node-taint to the files' values.
+			name:       "k3s args append to the file lists",
 			files:      []src{{cfgPath, "node-label: [a=1]\nnode-taint: [t:NoSchedule]\n"}, {dropDir + "/50.yaml", "node-taint+: [u:NoSchedule]\n"}},
 			args:       []string{"--node-taint=x:NoExecute", "--server", "https://s:6443", "--node-taint", "y:NoExecute"},
 			wantLabels: []string{"a=1@config.yaml"},
-			wantTaints: []string{"x:NoExecute@" + ArgsSource, "y:NoExecute@" + ArgsSource},
+			wantTaints: []string{"t:NoSchedule@config.yaml", "u:NoSchedule@50.yaml", "x:NoExecute@" + ArgsSource, "y:NoExecute@" + ArgsSource},
 		},
 		{
 			name:       "single-dash and label args",
-			args:       []string{"-node-label=a=1", "--node-label", "b=2", "--node-labels=ignored", "--server https://s --node-label c=3"},
+			args:       []string{"-node-label=a=1", "--node-label", "b=2", "--server https://s --node-label c=3"},
 			wantLabels: []string{"a=1@" + ArgsSource, "b=2@" + ArgsSource, "c=3@" + ArgsSource},
+		},
+		{
+			// Class 12: urfave/cli v2 stops at the first positional word.
+			name:       "flags after a positional word are not parsed",
+			files:      []src{{cfgPath, "node-label: [foo=bar]\n"}},
+			args:       []string{"stray --node-label=cli=1"},
+			wantLabels: []string{"foo=bar@config.yaml"},
+		},
+		{
+			name:       "-- ends the flags",
+			args:       []string{"--node-label=a=1", "--", "--node-label=b=2"},
+			wantLabels: []string{"a=1@" + ArgsSource},
+		},
+		{
+			name:       "a boolean flag takes no value word",
+			args:       []string{"--debug", "--node-label=a=1", "--with-node-id", "false", "--node-label=b=2"},
+			wantLabels: []string{"a=1@" + ArgsSource},
+		},
+		{
+			name:       "agent subcommand word",
+			args:       []string{"agent --node-label=a=1"},
+			wantLabels: []string{"a=1@" + ArgsSource},
+		},
+		{
+			// Class 9: YAML 1.1 scalars as yaml.v2 reads them, printed by Go, trimmed.
+			name:       "YAML 1.1 values",
+			files:      []src{{cfgPath, "node-label:\n  - 1e3\n  - 0x1F\n  - 010\n  - yes\n  - on\n  - ~\n  - \" padded=1 \"\n  - [nested=1, dropped=2]\n  - 2001-12-14\n  - .inf\n"}},
+			wantLabels: []string{"1000@config.yaml", "31@config.yaml", "8@config.yaml", "true@config.yaml", "true@config.yaml", "@config.yaml", "padded=1@config.yaml", "nested=1@config.yaml", "2001-12-14@config.yaml", "+Inf@config.yaml"},
+		},
+		{
+			name:       "scalar YAML 1.1 value",
+			files:      []src{{cfgPath, "node-taint: off\nnode-label: 0o17\n"}},
+			wantLabels: []string{"15@config.yaml"}, // yaml.v2 resolves ints with strconv base 0
+			wantTaints: []string{"false@config.yaml"},
+		},
+		{
+			// Class 10: only the first document; a trailing --- is fine.
+			name:       "first document only",
+			files:      []src{{cfgPath, "node-label: [a=1]\n---\nnode-label: [b=2]\n"}, {dropDir + "/10.yaml", "node-taint: [t:NoSchedule]\n---\n"}},
+			wantLabels: []string{"a=1@config.yaml"},
+			wantTaints: []string{"t:NoSchedule@10.yaml"},
+		},
+		{
+			// yaml.v2 into an ordered map keeps a repeated key; the later wins.
+			name:       "repeated key in one file",
+			files:      []src{{cfgPath, "node-label: [a=1]\nnode-label: [b=2]\n"}},
+			wantLabels: []string{"b=2@config.yaml"},
+		},
+		{
+			name:       "command line values are trimmed",
+			args:       []string{"--node-label", " a=1 "},
+			wantLabels: []string{"a=1@" + ArgsSource},
 		},
 		{
 			name:  "empty files and comments",
@@ -145,10 +210,16 @@ func TestMergeMalformed(t *testing.T) {
 		{"bad yaml", "node-label: [a=1\n"},
 		{"not a mapping", "- a\n- b\n"},
 		{"scalar document", "hello\n"},
-		{"map value", "node-label: {a: 1}\n"},
-		{"nested list", "node-taint: [[a]]\n"},
-		{"two documents", "a: 1\n---\nb: 2\n"},
 		{"tab indent", "node-label:\n\t- a=1\n"},
+		// Class 3: keys `k3s agent` does not define stop it.
+		{"server key", "disable: [traefik]\n"},
+		{"misspelt key", "node-labels: [a=1]\n"},
+		// Class 4: one flag under two names.
+		{"two forms", "data-dir: /data/a\nd: /data/b\n"},
+		{"bool value", "debug: maybe\n"},
+		{"int value", "lb-server-port: many\n"},
+		{"help", "help: true\n"},
+		{"empty key", "'': x\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -158,9 +229,20 @@ func TestMergeMalformed(t *testing.T) {
 			}
 		})
 	}
-	_, err := Merge(nil, []string{"--node-taint"})
-	if !errors.Is(err, fault.ErrMalformed) {
-		t.Errorf("Merge(--node-taint without value) error %v, want malformed", err)
+	for _, args := range [][]string{{"--node-taint"}, {"--node-labels=x"}, {"--disable=traefik"}, {"---node-label=a=1"}, {"-d /a", "--data-dir=/b"}} {
+		_, err := Merge(nil, args)
+		if !errors.Is(err, fault.ErrMalformed) || !errors.Is(err, ErrK3sWouldNotStart) || !strings.Contains(err.Error(), ArgsSource) {
+			t.Errorf("Merge(%q) error %v, want k3s-would-not-start naming %s", args, err, ArgsSource)
+		}
+	}
+	// `k3s server` skips keys it does not define (k3s stripInvalidFlags),
+	// with a warning, but a misspelt node-label is still refused.
+	eff, err := Merge([]File{{Path: cfgPath, Data: []byte("unknown-key: 1\ndisable: [traefik]\nnode-label: [a=1]\n")}}, []string{"server"})
+	if err != nil || eff.Role != RoleServer || len(eff.Warnings) != 1 || !slices.Equal(Values(eff.NodeLabels), []string{"a=1"}) {
+		t.Errorf("Merge for server = %+v, %v; want one warning and a=1", eff, err)
+	}
+	if _, err := Merge([]File{{Path: cfgPath, Data: []byte("node_label: [a=1]\n")}}, []string{"server"}); !errors.Is(err, fault.ErrMalformed) {
+		t.Errorf("Merge for server with node_label: %v, want malformed", err)
 	}
 }
 
@@ -255,5 +337,135 @@ func BenchmarkMerge(b *testing.B) {
 		if _, err := Merge(files, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReadFilesAsK3s: the entries k3s cannot read. Class 1: a dangling
+// drop-in makes k3s ignore every file; class 2: a link to a directory
+// stops it, while a real directory is skipped; the drop-in directory as a
+// regular file stops it.
+func TestReadFilesAsK3s(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, dir string)
+		want    error  // nil: no error
+		msg     string // in the error
+		files   []string
+	}{
+		{
+			name: "dangling drop-in link",
+			prepare: func(t *testing.T, dir string) {
+				symlink(t, "../gone.yaml", filepath.Join(dir, dropDir, "10-gone.yaml"))
+			},
+			want: ErrK3sIgnoresConfig, msg: "10-gone.yaml",
+		},
+		{
+			name: "link to a directory",
+			prepare: func(t *testing.T, dir string) {
+				mkdir(t, filepath.Join(dir, "/etc/rancher/k3s/real"))
+				symlink(t, "../real", filepath.Join(dir, dropDir, "20-dir.yaml"))
+			},
+			want: ErrK3sWouldNotStart, msg: "20-dir.yaml",
+		},
+		{
+			name: "a real directory is skipped",
+			prepare: func(t *testing.T, dir string) {
+				mkdir(t, filepath.Join(dir, dropDir, "20-dir.yaml"))
+			},
+			files: []string{cfgPath},
+		},
+		{
+			name: "link to a file is read",
+			prepare: func(t *testing.T, dir string) {
+				symlink(t, "../config.yaml", filepath.Join(dir, dropDir, "30-same.yml"))
+			},
+			files: []string{cfgPath, dropDir + "/30-same.yml"},
+		},
+		{
+			name: "a FIFO",
+			prepare: func(t *testing.T, dir string) {
+				if err := syscall.Mkfifo(filepath.Join(dir, dropDir, "40-fifo.yaml"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: ErrK3sWouldNotStart, msg: "40-fifo.yaml",
+		},
+		{
+			name: "drop-in directory is a file",
+			prepare: func(t *testing.T, dir string) {
+				if err := os.RemoveAll(filepath.Join(dir, dropDir)); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, dropDir), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: ErrK3sWouldNotStart, msg: dropDir,
+		},
+		{
+			name: "config.yaml is a dangling link: only the drop-ins",
+			prepare: func(t *testing.T, dir string) {
+				p := filepath.Join(dir, cfgPath)
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, "gone.yaml", p)
+				if err := os.WriteFile(filepath.Join(dir, dropDir, "10.yaml"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			files: []string{dropDir + "/10.yaml"},
+		},
+		{
+			name: "config.yaml is a directory",
+			prepare: func(t *testing.T, dir string) {
+				p := filepath.Join(dir, cfgPath)
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				mkdir(t, p)
+			},
+			want: ErrK3sWouldNotStart, msg: cfgPath,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := newHost(t, map[string]string{cfgPath: "node-taint: [gpu=present:NoSchedule]\n"})
+			mkdir(t, filepath.Join(root.Dir(), dropDir))
+			tc.prepare(t, root.Dir())
+			files, err := ReadFiles(root, cfgPath)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) || !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("ReadFiles error %v: want %v (malformed) naming %s", err, tc.want, tc.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range files {
+				got = append(got, f.Path)
+			}
+			if !slices.Equal(got, tc.files) {
+				t.Errorf("ReadFiles = %q, want %q", got, tc.files)
+			}
+		})
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	mkdir(t, filepath.Dir(link))
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }

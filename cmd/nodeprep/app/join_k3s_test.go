@@ -35,7 +35,10 @@ func TestJoinEffectiveK3s(t *testing.T) {
 		{name: "data-dir-registered", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--require-unregistered"}, want: ExitCheckFailed,
 			stderr: []string{"/data/k3s/agent/client-kubelet.crt"}, absent: []string{joinDropIn}},
 		{name: "data-dir-warns", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false"}, want: 0, stderr: []string{"already registered"}, dropIn: joinDropIn},
-		{name: "data-dir-flag-wins", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--require-unregistered", "--k3s-arg", "-d /var/lib/elsewhere"}, want: 0, dropIn: joinDropIn},
+		{name: "data-dir-flag-wins", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--require-unregistered", "--k3s-arg", "--data-dir /var/lib/elsewhere"}, want: 0, dropIn: joinDropIn},
+		// Class 4: the file's data-dir and the command line's -d are two forms of one flag.
+		{name: "data-dir-two-forms", scenario: "k3s-data-dir", args: []string{"--gfd-labels=false", "--k3s-arg", "-d /var/lib/elsewhere"}, want: ExitMalformed,
+			stderr: []string{"Cannot use two forms of the same flag: d data-dir", "/etc/rancher/k3s/config.yaml", "k3s would not start"}, absent: []string{joinDropIn}},
 		{name: "config-flag", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--k3s-arg=--config=/srv/k3s.yaml"}, want: 0,
 			dropIn: "/srv/k3s.yaml.d/50-nodeprep.yaml", absent: []string{"/etc/rancher/k3s"}},
 		{name: "config-flag-spaced", scenario: "k3s-config-flag", args: []string{"--gfd-labels=false", "--k3s-arg", "--config /srv/k3s.yaml"}, want: 0,

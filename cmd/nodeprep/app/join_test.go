@@ -160,9 +160,15 @@ func TestJoinConflicts(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "90-site.yaml") || !strings.Contains(out, "dedicated=infra:NoExecute") {
 		t.Errorf("--allow-override: exit %d, stderr %q, out %q", code, errOut, out)
 	}
-	_, errOut, code = joinRun(t, joinHost(t, nil), "--gfd-labels=false", "--k3s-arg", "--node-taint=a:NoSchedule")
+	// Class 5: k3s appends command-line taints to the files'; a label of
+	// nodeprep's key on the command line comes last and wins.
+	out, errOut, code = joinRun(t, joinHost(t, nil), "--gfd-labels=false", "--k3s-arg", "--node-taint=a:NoSchedule", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"a:NoSchedule"`) || !strings.Contains(out, `"nvidia.com/gpu=present:NoSchedule"`) {
+		t.Errorf("--k3s-arg taint: exit %d, stderr %q, out %s; want both taints", code, errOut, out)
+	}
+	_, errOut, code = joinRun(t, joinHost(t, nil), "--gfd-labels=false", "--label", "site=gpu", "--k3s-arg", "--node-label=site=cpu")
 	if code != ExitCheckFailed || !strings.Contains(errOut, "k3s arguments") {
-		t.Errorf("--k3s-arg conflict: exit %d, stderr %q", code, errOut)
+		t.Errorf("--k3s-arg label conflict: exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -203,8 +209,9 @@ func TestJoinConfigFile(t *testing.T) {
 func TestJoinK3sConfigEnv(t *testing.T) {
 	t.Setenv("K3S_CONFIG_FILE", "/etc/custom/k3s.yaml")
 	root := joinHost(t, nil)
-	// k3s refuses to start when the file it was given does not exist.
-	if _, errOut, code := joinRun(t, root, "--gfd-labels=false"); code != ExitMalformed || !strings.Contains(errOut, "k3s refuses to start") {
+	// Class 11: a file k3s was given that does not exist is no error: k3s
+	// reads its drop-ins (nodeprep's), or nothing.
+	if _, errOut, code := joinRun(t, root, "--gfd-labels=false", "--dry-run"); code != 0 {
 		t.Fatalf("missing K3S_CONFIG_FILE: exit %d, stderr %s", code, errOut)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "etc/custom"), 0o755); err != nil {
