@@ -282,7 +282,8 @@ func (o Options) withDefaults() Options {
 // CheckUnique returns an error, marked fault.ErrMalformed, naming each
 // invalid label or taint, each label key given twice with different values
 // and each taint key and effect given twice with different values (a
-// node's taints are unique by key and effect: k8s.io/api core/v1 Taint).
+// node's taints are unique by key and effect: k8s.io/api core/v1 Taint),
+// and each whose key names a secret (IsSecretKey; its value redacted).
 // Plan applies the same rules; commands call this to refuse their flags
 // before anything is read or written.
 func CheckUnique(labels []Label, taints []Taint) error {
@@ -299,6 +300,10 @@ func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if IsSecretKey(l.Key) {
+			errs = append(errs, fmt.Errorf("label %q: its key names a secret (TOKEN, PASSWORD or SECRET): nodeprep does not publish it on the Node, where every pod may read it", RedactEntry(l.String())))
+			continue
+		}
 		if prev, ok := byKey[l.Key]; ok && prev.Value != l.Value {
 			errs = append(errs, fmt.Errorf("label key %q given twice: %q and %q", l.Key, RedactEntry(prev.String()), RedactEntry(l.String())))
 			continue
@@ -313,6 +318,10 @@ func normalise(labels []Label, taints []Taint) ([]Label, []Taint, error) {
 	for _, t := range taints {
 		if err := t.Validate(); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if IsSecretKey(t.Key) {
+			errs = append(errs, fmt.Errorf("taint %q: its key names a secret (TOKEN, PASSWORD or SECRET): nodeprep does not publish it on the Node, where every pod may read it", RedactEntry(t.String())))
 			continue
 		}
 		if prev, ok := byKE[ke{t.Key, t.Effect}]; ok && prev.Value != t.Value {

@@ -167,11 +167,17 @@ func envLineError(n int, line string) error {
 	return fmt.Errorf("line %d: the text before '=' is not a variable name: %s", n, want)
 }
 
-// leadingName returns the environment variable name that starts s, or "".
+// leadingName returns the variable name that starts s when it is one to
+// show: upper case letters, digits and '_' (K3S_TOKEN), at most 64 bytes
+// and not the start of a join token; else "". A lower-case word may be a
+// token pasted alone, so it is never shown.
 func leadingName(s string) string {
 	i := 0
-	for i < len(s) && (s[i] == '_' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= 'a' && s[i] <= 'z' || i > 0 && s[i] >= '0' && s[i] <= '9') {
+	for i < len(s) && i < 65 && (s[i] == '_' || s[i] >= 'A' && s[i] <= 'Z' || i > 0 && s[i] >= '0' && s[i] <= '9') {
 		i++
+	}
+	if i == 0 || i > 64 || i < len(s) && (s[i] >= 'a' && s[i] <= 'z') || tokenLike.MatchString(s[:min(len(s), 80)]) && strings.HasPrefix(s, "K10") {
+		return ""
 	}
 	return s[:i]
 }
