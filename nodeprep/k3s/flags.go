@@ -129,9 +129,10 @@ type argWord struct {
 
 // parsed is what k3s's flag parsing makes of the argument list.
 type parsed struct {
-	lists   map[string][]Entry // kindSlice flags by name, values in order
-	strings map[string]Entry   // kindString flags by name, the last value
-	ignored []string           // words after the first positional one: never parsed
+	lists    map[string][]Entry // kindSlice flags by name, values in order
+	strings  map[string]Entry   // kindString flags by name, the last value
+	ignored  []string           // words after the first positional one: never parsed
+	warnings []string           // flags k3s may refuse that nodeprep cannot judge
 }
 
 // errFlag is a flag error k3s stops on, naming where the flag came from.
@@ -197,9 +198,12 @@ func parseArgs(role string, words []argWord) (*parsed, error) {
 		name, value, hasValue := strings.Cut(name, "=")
 		spec := fs[name]
 		if spec == nil {
-			if role == RoleServer && w.key == "" {
-				// nodeprep does not know every server flag: keep going, as
-				// the value's place is unknown only without "=".
+			if _, ok := misspelt(name); role == RoleServer && w.key == "" && !ok {
+				// nodeprep's list of server flags is not complete: a
+				// command-line flag it does not know is a warning (k3s
+				// server exits on one it does not define), and its value
+				// is taken to be the next word unless that is a flag.
+				p.warnings = append(p.warnings, fmt.Sprintf("k3s argument -%s is not a `k3s server` flag nodeprep knows; k3s exits on a flag it does not define", name))
 				if !hasValue && i+1 < len(words) && !strings.HasPrefix(words[i+1].text, "-") {
 					i++
 				}

@@ -103,8 +103,10 @@ func wouldNotStart(err error) error {
 // Errors, naming the file:
 //   - ErrK3sIgnoresConfig (fault.ErrMalformed): a listed drop-in that
 //     cannot be read because it does not exist — a dangling symlink, or a
-//     file removed since: k3s takes that read error for "no config" and
-//     starts with none of the files;
+//     file removed since: k3s's agent (configfilearg Parse) takes that
+//     read error for "no config" and runs with none of the files, and
+//     the k3s binary's wrapper (cmd/k3s findDataDir, FindString) stops
+//     on it — either way nodeprep's drop-in does not count;
 //   - ErrK3sWouldNotStart (fault.ErrMalformed): the drop-in directory is
 //     not a directory, or a file is a directory (through a link), a FIFO,
 //     a device or a socket (k3s fails to read it, or blocks on a FIFO), or
@@ -136,7 +138,7 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 			if st, lerr := root.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
 				what = "is a symlink to nothing"
 			}
-			return nil, fault.Malformed(fmt.Errorf("%w: k3s drop-in %q %s: k3s lists it, fails to read it and takes that for \"no config file\", so it starts with none of %s and its drop-ins, nodeprep's included; remove the link or restore its target", ErrK3sIgnoresConfig, p, what, configPath))
+			return nil, fault.Malformed(fmt.Errorf("%w: k3s drop-in %q %s: k3s lists it and cannot read it; its agent takes that read error for \"no config file\" and would run with none of %s and its drop-ins, nodeprep's included (and the k3s binary's start-up, which looks for data-dir in the same files, stops on it); remove the link or restore its target", ErrK3sIgnoresConfig, p, what, configPath))
 		}
 		if err != nil {
 			return nil, readError("k3s config", p, err)
@@ -287,6 +289,7 @@ func Merge(files []File, args []string) (*Effective, error) {
 	if err != nil {
 		return nil, wouldNotStart(err)
 	}
+	eff.Warnings = append(eff.Warnings, p.warnings...)
 	eff.NodeLabels = p.lists[KeyNodeLabel]
 	eff.NodeTaints = p.lists[KeyNodeTaint]
 	eff.KubeletArgs = p.lists[KeyKubeletArg]
