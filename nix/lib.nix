@@ -443,8 +443,27 @@ rec {
     opts:
     let
       o = normalize opts;
+      allow = attrByPath [ "join" "allowOverride" ] false o.settings;
+      after = prefix: a: if substring 0 (stringLength prefix) a == prefix then substring (stringLength prefix) (-1) a else null;
+      labelKey = l: head (match "([^=]*).*" l);
+      taintKeyEffect =
+        t:
+        let
+          m = match "([^=:]*)(=[^:]*)?:(.*)" t;
+        in
+        if m == null then null else "${builtins.elemAt m 0}:${builtins.elemAt m 2}";
+      ourLabelKeys = map labelKey o.labels;
+      ourTaints = filter (x: x != null) (map taintKeyEffect o.taints);
+      conflicting =
+        a:
+        let
+          l = after "--node-label=" a;
+          t = after "--node-taint=" a;
+        in
+        (l != null && !allow && elem (labelKey l) ourLabelKeys && !(elem l o.labels))
+        || (t != null && taintKeyEffect t != null && elem (taintKeyEffect t) ourTaints);
     in
-    if attrByPath [ "join" "allowOverride" ] false o.settings then [ ] else k3sNodeArgs o;
+    filter conflicting (k3sNodeArgs o);
 
   # Every problem with the node's labels and taints (services.nodeprep's
   # and services.k3s's nodeLabel/nodeTaint), one message each, checked with

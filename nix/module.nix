@@ -286,10 +286,12 @@ in
         assertion = nplib.k3sNodeArgConflicts opts == [ ];
         message = ''
           services.k3s passes ${lib.concatStringsSep " " (nplib.k3sNodeArgConflicts opts)} to k3s.
-          k3s command-line node labels/taints replace the whole list, dropping the ones
-          nodeprep writes to config.yaml.d, so `nodeprep up` would refuse to run.
-          Move them to services.nodeprep.labels / services.nodeprep.taints (or set
-          services.nodeprep.settings.join.allowOverride = true to accept the override).'';
+          k3s adds command-line node labels and taints to the ones nodeprep writes to
+          config.yaml.d, after them: a label with one of nodeprep's keys overrides nodeprep's,
+          and a taint with the key and effect of one of nodeprep's makes the API server refuse
+          the node, so `nodeprep up` would refuse to run. Drop them from services.k3s, or keep
+          each in one place: services.nodeprep.labels / services.nodeprep.taints (a label
+          override is accepted with services.nodeprep.settings.join.allowOverride = true).'';
       }
       {
         # A path literal (./k3s.yaml) is copied to the store by the k3s unit.

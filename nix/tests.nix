@@ -307,28 +307,47 @@ let
 
   k3sCases = [
     {
+      # k3s appends command-line node labels and taints to the files' (its
+      # docs say they replace them; its code appends): only a label with one
+      # of nodeprep's keys (the command line wins) and a taint with the key
+      # and effect of one of nodeprep's (the node would not register) conflict.
       name = "k3sNodeArgConflicts: node labels/taints on the k3s command line";
       got = lib.k3sNodeArgConflicts {
-        k3sExtraFlags = "--disable traefik --node-taint a=b:NoSchedule";
-        k3sNodeLabels = [ "x=y" ];
+        k3sExtraFlags = "--disable traefik --node-taint a=b:NoSchedule --node-taint nvidia.com/gpu:NoSchedule";
+        k3sNodeLabels = [
+          "x=y"
+          "site=cpu"
+          "pool=gpu"
+        ];
+        labels = [
+          "site=gpu"
+          "pool=gpu"
+        ];
       };
       want = [
-        "--node-label=x=y"
-        "--node-taint=a=b:NoSchedule"
+        "--node-label=site=cpu"
+        "--node-taint=nvidia.com/gpu:NoSchedule"
       ];
     }
     {
-      name = "k3sNodeArgConflicts: none without them, none with join.allowOverride";
+      name = "k3sNodeArgConflicts: none without them; join.allowOverride lets labels through, not taints";
       got = [
         (lib.k3sNodeArgConflicts { k3sExtraFlags = [ "--disable traefik" ]; })
         (lib.k3sNodeArgConflicts {
           k3sNodeLabels = [ "x=y" ];
+          k3sNodeTaints = [ "t:NoSchedule" ];
+        })
+        (lib.k3sNodeArgConflicts {
+          k3sNodeLabels = [ "site=cpu" ];
+          k3sNodeTaints = [ "nvidia.com/gpu=present:NoSchedule" ];
+          labels = [ "site=gpu" ];
           settings.join.allowOverride = true;
         })
       ];
       want = [
         [ ]
         [ ]
+        [ "--node-taint=nvidia.com/gpu=present:NoSchedule" ]
       ];
     }
   ];

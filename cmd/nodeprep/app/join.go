@@ -48,11 +48,11 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
 	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
 	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
-	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s agent command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x)")
+	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x; a first word server or agent names the subcommand, default agent)")
 	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
 	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
 	f.StringVar(&o.migStrategy, "mig-strategy", "", "GPU Feature Discovery's MIG strategy for the MIG labels: none (default, as GFD's), single or mixed")
-	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace nodeprep's labels and taints (a warning instead of an error)")
+	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace or override nodeprep's labels and taints (a warning instead of an error)")
 	f.BoolVar(&o.requireUnregistered, "require-unregistered", false, "fail when the node has already registered (its taints can no longer change)")
 }
 
@@ -135,6 +135,15 @@ arguments, else data-dir in the files, else $K3S_DATA_DIR, else --k3s-data-dir,
 else /var/lib/rancher/k3s. A kubelet-arg that sets register-with-taints or
 node-labels takes the taints or labels away from k3s's node-taint/node-label:
 a conflict (exit 1; a warning with --allow-override).
+
+It reads the files as k3s does (YAML 1.1, gopkg.in/yaml.v2; only the first
+document) and parses the flags they make with the command line as k3s agent
+does (urfave/cli): command-line node-label, node-taint and kubelet-arg
+values are added to the files'. Where k3s would not start (a key the agent
+does not define, one flag in two spellings, YAML it cannot parse, a drop-in
+it cannot read), would ignore every config file (a dangling drop-in link) or
+the node would not register (two taints with one key and effect, a label
+the kubelet refuses), join exits 65 naming the file; see docs/k3s.md.
 
 With MIG on, GFD's MIG labels follow --mig-strategy (join.migStrategy) as GFD's
 --mig-strategy does: none (default) writes none, single describes the MIG

@@ -473,3 +473,64 @@ func genTree(rng *rand.Rand) k3sTree {
 	}
 	return tr
 }
+
+// TestUpRefusesWhatK3sRefuses: `up` fails as `join` does where k3s would
+// not start or would ignore its config (exit 65, the file named), and
+// quotes no token given by mistake as a label.
+func TestUpRefusesWhatK3sRefuses(t *testing.T) {
+	t.Parallel()
+	const token = "K1075d5c2b1f6a1e0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5::server:9f8e7d6c5b4a"
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, root string)
+		args    []string
+		stderr  []string
+	}{
+		{name: "dangling drop-in", prepare: func(t *testing.T, root string) {
+			p := filepath.Join(root, "etc/rancher/k3s/config.yaml.d/10-gone.yaml")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../gone.yaml", p); err != nil {
+				t.Fatal(err)
+			}
+		}, stderr: []string{"10-gone.yaml", "ignore every config file"}},
+		{name: "server key on an agent", prepare: func(t *testing.T, root string) {
+			p := filepath.Join(root, "etc/rancher/k3s/config.yaml")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("disable: [traefik]\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, stderr: []string{"config.yaml", "flag provided but not defined: -disable"}},
+		{name: "token as a label", args: []string{"--label", "K3S_TOKEN=" + token}, stderr: []string{"K3S_TOKEN=<redacted>"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := hostCopy(t, "nixos-h200")
+			if tc.prepare != nil {
+				tc.prepare(t, root)
+			}
+			args := append([]string{"--root", root, "up", "--simulate", "dgx-h200", "--allow-cpu-adapter"}, tc.args...)
+			stdout, stderr, code := runCLI(t, args...)
+			if code != ExitMalformed {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, ExitMalformed, stdout, stderr)
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stdout+stderr, s) {
+					t.Errorf("output lacks %q:\n%s%s", s, stdout, stderr)
+				}
+			}
+			status, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json"))
+			for _, out := range []string{stdout, stderr, string(status)} {
+				if strings.Contains(out, "9f8e7d6c5b4a") {
+					t.Errorf("the token is printed or stored:\n%s", out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(root, "etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml")); err == nil {
+				t.Error("up wrote a drop-in")
+			}
+		})
+	}
+}
