@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -103,9 +104,19 @@ func TestParseEnvironmentFile(t *testing.T) {
 func FuzzParseEnvironmentFile(f *testing.F) {
 	f.Add([]byte("K3S_DATA_DIR=\"/srv/k3s\"\n# c\nX='y'\n"))
 	f.Add([]byte("=\n\"\n"))
+	f.Add([]byte("export K3S_TOKEN=K10abc::server:secretsecret\n"))
+	f.Add([]byte("K3S_TOKEN: supersecretvalue\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		env, err := ParseEnvironmentFile(data)
 		if err != nil {
+			// No line is quoted: the file holds the join token. (A word
+			// of the line may appear only as the key the error names.)
+			msg := err.Error()
+			for _, line := range strings.Split(string(data), "\n") {
+				if l := strings.TrimSpace(line); len(l) >= 24 && strings.Contains(msg, l) {
+					t.Fatalf("error %q quotes line %q", msg, l)
+				}
+			}
 			return
 		}
 		for k := range env {
