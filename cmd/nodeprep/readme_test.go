@@ -127,3 +127,47 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Errorf("the walkthrough leaves its copy %s behind (%v)", node, err)
 	}
 }
+
+// TestReadmeNixOSQuickStart: the README's NixOS quick start makes the
+// flake follow the machine's nixpkgs (docs/nixos.md's flake does) and says
+// which Go that nixpkgs must have, the go directive of go.mod; its nix
+// block is valid Nix bindings (nix-instantiate --parse, where installed).
+func TestReadmeNixOSQuickStart(t *testing.T) {
+	t.Parallel()
+	repo := testkit.RepoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Skipf("no README here: %v", err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Quick start on NixOS\n")
+	if !ok {
+		t.Fatal("README has no \"## Quick start on NixOS\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```nix\n")
+	block, _, ok2 := strings.Cut(block, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("the quick start has no ```nix block")
+	}
+	if !strings.Contains(block, `inputs.nodeprep.inputs.nixpkgs.follows = "nixpkgs";`) {
+		t.Errorf("the quick start's flake inputs lack inputs.nodeprep.inputs.nixpkgs.follows = \"nixpkgs\":\n%s", block)
+	}
+	gomod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\d+)\.(\d+)`).FindStringSubmatch(string(gomod))
+	if m == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	if want := "Go ≥ " + m[1] + "." + m[2]; !strings.Contains(section, want) || !strings.Contains(section, "buildGo"+m[1]+m[2]+"Module") {
+		t.Errorf("the quick start does not say its nixpkgs needs %s (buildGo%s%sModule), go.mod's go directive", want, m[1], m[2])
+	}
+	if _, err := exec.LookPath("nix-instantiate"); err != nil {
+		return
+	}
+	parse := exec.Command("nix-instantiate", "--parse", "-E", "{\n"+block+"}")
+	if out, err := parse.CombinedOutput(); err != nil {
+		t.Errorf("the quick start's nix block does not parse as bindings: %v\n%s", err, out)
+	}
+}
