@@ -38,7 +38,7 @@ deps-bench:
 	@./scripts/install-deps.sh bench
 
 build:
-	@test -x $(BIN) || echo "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)"
+	@GO=$(GO) ./scripts/first-build-note.sh "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)" -trimpath
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
 	CGO_ENABLED=1 $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
@@ -66,7 +66,8 @@ lint: vet
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
 # The tests run with a private TMPDIR and fail when they leave anything in it.
 unit:
-	@echo "unit: go test ./... with lavapipe and Mesa EGL (first run compiles every package ≈ 3 min)"
+	@echo "unit: go test ./... with lavapipe and Mesa EGL"
+	@GO=$(GO) ./scripts/first-build-note.sh "unit: the first run compiles every package (≈ 3 min)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
 	  ./scripts/tmpdir-check.sh $(GO) test -count=1 ./...
