@@ -74,7 +74,9 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 	slices.SortFunc(stages, func(a, b StageResult) int { return strings.Compare(a.Name, b.Name) })
 	var dur, ok []sample
 	for _, s := range stages {
-		dur = append(dur, sample{stage: s.Name, value: s.DurationMS / 1000})
+		// Whole microseconds: ms/1000 in binary floating point reads
+		// 0.018881000000000002 where the stage took 18.881 ms.
+		dur = append(dur, sample{stage: s.Name, value: math.Round(s.DurationMS*1000) / 1e6})
 		passed := s.Status == StatusOK || s.Status == StatusWarning
 		if s.Name == StageSelftest && r.Tainted {
 			passed = false // it failed; policy taint only let the node join
@@ -126,9 +128,9 @@ type sample struct {
 // writeGauges writes families in the Prometheus text exposition format
 // (prometheus docs, "Exposition formats", text format 0.0.4): "# HELP"
 // with '\\' and newline escaped, "# TYPE name gauge", one line per sample
-// with label values escaped ('\\', '"', newline) and the value as Go's
-// shortest 'g' form, 0 (for -0 too), +Inf, -Inf or NaN. A family with no sample is left
-// out, as expfmt leaves it out.
+// with label values escaped ('\\', '"', newline) and the value as
+// formatValue writes it. A family with no sample is left out, as expfmt
+// leaves it out.
 func writeGauges(buf *bytes.Buffer, families []gaugeFamily) {
 	help := strings.NewReplacer(`\`, `\\`, "\n", `\n`)
 	label := strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
@@ -145,21 +147,31 @@ func writeGauges(buf *bytes.Buffer, families []gaugeFamily) {
 				buf.WriteString(`"}`)
 			}
 			buf.WriteByte(' ')
-			switch {
-			case s.value == 0: // -0 too
-				buf.WriteString("0")
-			case math.IsInf(s.value, 1):
-				buf.WriteString("+Inf")
-			case math.IsInf(s.value, -1):
-				buf.WriteString("-Inf")
-			case math.IsNaN(s.value):
-				buf.WriteString("NaN")
-			default:
-				buf.WriteString(strconv.FormatFloat(s.value, 'g', -1, 64))
-			}
+			buf.WriteString(formatValue(s.value))
 			buf.WriteByte('\n')
 		}
 	}
+}
+
+// formatValue writes a sample value as the text format allows (any form
+// Go's ParseFloat reads, +Inf, -Inf, NaN): a whole number below 2^53 in
+// plain digits (a Unix timestamp reads 1796153420, not expfmt's
+// 1.79615342e+09, which looks like a 10-second resolution), 0 for -0
+// too, else Go's shortest 'g' form (0.018881, 1e+20).
+func formatValue(v float64) string {
+	switch {
+	case v == 0: // -0 too
+		return "0"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case math.IsNaN(v):
+		return "NaN"
+	case v == math.Trunc(v) && math.Abs(v) < 1<<53:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func b2f(b bool) float64 {
