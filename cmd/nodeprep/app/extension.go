@@ -28,14 +28,10 @@ type Env struct{ g *globals }
 // Config is the configuration: defaults, then the config file.
 func (e *Env) Config() nodeprep.Config { return e.g.cfg }
 
-// ConfigName is the config file's path as the user gave it with
-// --config, else nodeprep.DefaultConfigPath (under --root), for messages.
-func (e *Env) ConfigName() string {
-	if e.g.configPath != "" {
-		return e.g.configPath
-	}
-	return nodeprep.DefaultConfigPath
-}
+// ConfigName is the config file's path for messages: as the user gave it
+// with --config, else where nodeprep.DefaultConfigPath is under --root on
+// this machine.
+func (e *Env) ConfigName() string { return e.g.configName() }
 
 // Output is the --output format: "text", "json" or "yaml".
 func (e *Env) Output() string { return e.g.output }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -81,6 +82,40 @@ func TestSimulateRootHint(t *testing.T) {
 			}
 			if got := strings.Contains(stderr, "pass --root with a copy of a host tree: cp -a testdata/hosts/nixos-h200"); got != tt.hint {
 				t.Errorf("stderr %q: hint %v, want %v", stderr, got, tt.hint)
+			}
+		})
+	}
+}
+
+// TestConfigErrorNamesTheFile: an error in the default config file names
+// it where it is, under --root, so the path in the message is the file to
+// edit; --config is named as given. Exit 65, nothing on stdout.
+func TestConfigErrorNamesTheFile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, content, says string
+	}{
+		{"unknown key", "selftest:\n  timout: 3s\n", "unknown key selftest.timout (did you mean timeout?)"},
+		{"malformed YAML", "join: [\n", "yaml:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			cfg := filepath.Join(root, "etc", "nodeprep", "config.yaml")
+			if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(cfg, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"--root", root, "inspect", "--simulate", "dgx-h200"},
+				{"--config", cfg, "inspect", "--simulate", "dgx-h200"},
+			} {
+				stdout, stderr, code := runCLI(t, args...)
+				if code != ExitMalformed || stdout != "" || !strings.Contains(stderr, fmt.Sprintf("reading config %q: ", cfg)) || !strings.Contains(stderr, tc.says) {
+					t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d naming %s and saying %q", args, code, stdout, stderr, ExitMalformed, cfg, tc.says)
+				}
 			}
 		})
 	}

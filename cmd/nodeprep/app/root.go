@@ -125,11 +125,11 @@ func (g *globals) setup(cmd *cobra.Command) error {
 		name = g.configPath
 	)
 	if name == "" {
-		name = nodeprep.DefaultConfigPath
-		data, err = host.ReadFile(name)
+		data, err = host.ReadFile(nodeprep.DefaultConfigPath)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
+		name = g.configName()
 	} else {
 		data, err = hostfs.ReadRegularFile(name)
 	}
@@ -141,6 +141,22 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	}
 	g.cfg, err = nodeprep.ParseConfig(name, data, g.cfg)
 	return err
+}
+
+// configName is the config file as messages name it: --config as given,
+// else where the default file is on this machine (nodeprep.DefaultConfigPath
+// under --root: /tmp/node/etc/nodeprep/config.yaml, so that the file named
+// is the file to edit).
+func (g *globals) configName() string {
+	if g.configPath != "" {
+		return g.configPath
+	}
+	if g.host != nil {
+		if p, err := g.host.Path(nodeprep.DefaultConfigPath); err == nil {
+			return p
+		}
+	}
+	return nodeprep.DefaultConfigPath
 }
 
 // flagOr returns the flag's value when the flag was given on the command
