@@ -48,6 +48,7 @@ const (
 	CodeSpecNotRead          = "spec-not-read"            // the named spec is in none of the runtime's CDI directories
 	CodeShadowedDevice       = "shadowed-device"          // a later CDI directory serves the same device name
 	CodePluginSpec           = "device-plugin-spec"       // the device plugin's own spec: it rewrites it when it starts
+	CodeHookConflict         = "hook-conflict"            // a mount where a hook of the spec creates a link or folder: the hook fails, the container does not start
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:

@@ -22,8 +22,9 @@ var MountOptions = []string{"ro", "nosuid", "nodev", "bind"}
 type Change struct {
 	// Action is "add" (a new mount), "replace" (a mount nodeprep owns got a
 	// new hostPath), "move" (a mount nodeprep made got the configured
-	// containerPath; From and To are the old and new one) or "cdiVersion"
-	// (the version was raised).
+	// containerPath; From and To are the old and new one), "remove" (a
+	// mount nodeprep made sat where a hook of the spec creates a link) or
+	// "cdiVersion" (the version was raised).
 	Action string `json:"action" yaml:"action"`
 	// Role is the graphics role, or "library" for a mount added so a
 	// manifest's library resolves.
@@ -45,6 +46,8 @@ func (c Change) String() string {
 		return fmt.Sprintf("replace %s: %s → %s", c.Role, c.ContainerPath, c.HostPath)
 	case "move":
 		return fmt.Sprintf("move %s: %s → %s", c.Role, c.From, c.To)
+	case "remove":
+		return fmt.Sprintf("remove %s: %s → %s (%s)", c.Role, c.HostPath, c.ContainerPath, c.To)
 	}
 	return fmt.Sprintf("add %s: %s → %s", c.Role, c.HostPath, c.ContainerPath)
 }
@@ -96,6 +99,7 @@ func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
 // run does the analysis; with apply it edits the spec, otherwise it only
 // records what is missing as findings (for Check).
 func (a *analyzer) run(apply bool) ([]Change, Findings) {
+	a.hookConflicts(apply)
 	var mounted []GraphicsFile // manifests that are (or now will be) in the container
 	glvnd, glvndProvided := 0, 0
 	for _, f := range a.g.Files {
@@ -234,6 +238,13 @@ func (a *analyzer) unavailableLibraries(f GraphicsFile) []string {
 }
 
 func (a *analyzer) addMount(role, hostPath, containerPath string) {
+	if why := a.hookCreates(containerPath); why != "" {
+		// A file mounted where a hook makes its link or folder makes the
+		// hook fail ("failed to create symlink: device or resource
+		// busy"), and the container does not start.
+		a.findings = append(a.findings, errorf(CodeHookConflict, "%s %s is not mounted at %s: %s", role, hostPath, containerPath, why))
+		return
+	}
 	// The same file mounted by nodeprep under the same name in a folder the
 	// dynamic linker no longer searches (the old cdi.containerPaths.libDir)
 	// is moved, not mounted twice.
@@ -430,27 +441,11 @@ func (a *analyzer) move(m *specs.Mount, role, to string) {
 }
 
 // ldcacheFolders are the folders the spec's update-ldcache hooks add to the
-// container's linker cache (nvidia-ctk hook update-ldcache --folder DIR).
+// container's linker cache (nvidia-ctk hook update-ldcache --folder DIR),
+// from the top-level edits and every device's.
 func (a *analyzer) ldcacheFolders() (folders []string, hook bool) {
-	hooks := slices.Clone(a.spec.ContainerEdits.Hooks)
-	for _, d := range a.spec.Devices {
-		hooks = append(hooks, d.ContainerEdits.Hooks...)
-	}
-	for _, h := range hooks {
-		if !slices.Contains(h.Args, "update-ldcache") {
-			continue
-		}
-		hook = true
-		for i, arg := range h.Args {
-			switch {
-			case arg == "--folder" && i+1 < len(h.Args):
-				folders = append(folders, path.Clean(h.Args[i+1]))
-			case strings.HasPrefix(arg, "--folder="):
-				folders = append(folders, path.Clean(strings.TrimPrefix(arg, "--folder=")))
-			}
-		}
-	}
-	return folders, hook
+	e := SpecHooks(a.spec, true)
+	return e.Folders, e.Ldcache
 }
 
 // libSearchDir reports whether the dynamic linker in the container finds a
@@ -488,7 +483,7 @@ func (a *analyzer) libDir() string {
 // only after the mounts changed.
 func (a *analyzer) container() *ctrfs.FS {
 	if a.ctr == nil || a.ctrChanges != len(a.changes) {
-		a.ctr, a.ctrChanges = ctrfs.New(a.host, nil, a.effectiveMounts()), len(a.changes)
+		a.ctr, a.ctrChanges = ctrfs.New(a.host, nil, a.effectiveMounts()).WithLinks(SpecHooks(a.spec, false).Links), len(a.changes)
 	}
 	return a.ctr
 }
@@ -577,6 +572,13 @@ func (a *analyzer) stableAlias(lib string) string {
 // hook covers that resolves in the container.
 func (a *analyzer) sonameProvided(soname string) bool {
 	folders, _ := a.ldcacheFolders()
+	for _, l := range SpecHooks(a.spec, false).Links {
+		if path.Base(l.Link) == soname && a.libSearchDir(path.Dir(l.Link)) {
+			if e, err := a.container().Resolve(l.Link); err == nil && !e.Dir {
+				return true
+			}
+		}
+	}
 	for _, m := range a.effectiveMounts() {
 		cp := path.Clean(m.ContainerPath)
 		dir := path.Dir(cp)

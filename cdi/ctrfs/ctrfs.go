@@ -46,6 +46,36 @@ type FS struct {
 	// by index into mounts ("" when the source does not exist); resolved
 	// are the same as host paths.
 	sources, resolved []string
+	// links are the symlinks the spec's hooks create, container path →
+	// target (see WithLinks).
+	links map[string]string
+}
+
+// Link is a symlink a hook creates in the container after the mounts are
+// in place (nvidia-cdi-hook create-symlinks --link Target::Link): Link is
+// the container path of the link, Target what it points to, relative to
+// Link's directory or absolute.
+type Link struct {
+	Target string
+	Link   string
+}
+
+// WithLinks returns the view with the links a spec's hooks create laid on
+// top: a path that is a link's container path names that link, whatever
+// an image or a mount holds there (the hook replaces what it finds, and
+// fails where it cannot: on a mount point). f itself is not changed.
+func (f *FS) WithLinks(links []Link) *FS {
+	g := *f
+	g.links = make(map[string]string, len(f.links)+len(links))
+	for k, v := range f.links {
+		g.links[k] = v
+	}
+	for _, l := range links {
+		if path.IsAbs(l.Link) {
+			g.links[path.Clean(l.Link)] = l.Target
+		}
+	}
+	return &g
 }
 
 // New returns the view of a container whose image root is image (nil for
@@ -146,6 +176,7 @@ const (
 
 // source is where a container path's bytes are on this machine.
 type source struct {
+	link     string // the target of a hook's link at this path ("" for none)
 	machine  string // path on this machine ("" for a mount point's parent)
 	hostPath string // host path, "" from the image
 	mount    string // container path of the mount, "" from the image
@@ -154,6 +185,9 @@ type source struct {
 // lstat returns what the container path p (links in its parents already
 // followed) holds, without following a link at p itself.
 func (f *FS) lstat(p string) (kind, source) {
+	if t, ok := f.links[p]; ok {
+		return kindLink, source{link: t}
+	}
 	for i := len(f.mounts) - 1; i >= 0; i-- {
 		m := f.mounts[i]
 		if p != m.ContainerPath && !strings.HasPrefix(p, strings.TrimSuffix(m.ContainerPath, "/")+"/") {
@@ -173,9 +207,14 @@ func (f *FS) lstat(p string) (kind, source) {
 			}
 		}
 	}
-	// The runtime creates a mount point's parents.
+	// The runtime creates a mount point's parents, the hook a link's.
 	for _, m := range f.mounts {
 		if strings.HasPrefix(m.ContainerPath, strings.TrimSuffix(p, "/")+"/") {
+			return kindDir, source{}
+		}
+	}
+	for l := range f.links {
+		if strings.HasPrefix(l, strings.TrimSuffix(p, "/")+"/") {
 			return kindDir, source{}
 		}
 	}
@@ -219,7 +258,10 @@ func (f *FS) Resolve(p string) (Entry, error) {
 			if len(links) == maxLinks {
 				return Entry{}, &DanglingError{Path: p, Missing: next, Unresolved: next, Links: links, Loop: true}
 			}
-			target, err := os.Readlink(src.machine)
+			target, err := src.link, error(nil)
+			if target == "" {
+				target, err = os.Readlink(src.machine)
+			}
 			if err != nil {
 				return Entry{}, &DanglingError{Path: p, Missing: next, Unresolved: next, Links: links}
 			}

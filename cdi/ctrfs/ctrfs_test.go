@@ -141,3 +141,44 @@ func TestImage(t *testing.T) {
 		t.Errorf("mount parent: %+v", e)
 	}
 }
+
+// TestHookLinks: a link a create-symlinks hook makes lies on top of the
+// mounts, its target followed in the container, and its parents exist.
+func TestHookLinks(t *testing.T) {
+	t.Parallel()
+	const store = "/nix/store/h-nvidia/lib"
+	host := tree(t, map[string]string{store + "/libGLX_nvidia.so.550": "real", "/other/libGLX_nvidia.so.0": "other"}, nil)
+	base := ctrfs.New(host, nil, mounts(store+"/libGLX_nvidia.so.550", store+"/libGLX_nvidia.so.550", "/other/libGLX_nvidia.so.0", "/usr/lib/x/libGLX_nvidia.so.0"))
+	view := base.WithLinks([]ctrfs.Link{
+		{Target: "libGLX_nvidia.so.550", Link: store + "/libGLX_nvidia.so.0"},
+		{Target: "libGLX_nvidia.so.550", Link: "/usr/lib/x/libGLX_nvidia.so.0"}, // on a mount point
+		{Target: "/nowhere/libfoo.so.1", Link: "/opt/new/libfoo.so"},
+		{Target: "x", Link: "relative"}, // not a container path: ignored
+	})
+	tests := []struct {
+		path, want, miss string
+		links            int
+	}{
+		{path: store + "/libGLX_nvidia.so.0", want: store + "/libGLX_nvidia.so.550", links: 1},
+		{path: "/usr/lib/x/libGLX_nvidia.so.0", miss: "/usr/lib/x/libGLX_nvidia.so.550", links: 1},
+		{path: "/opt/new", want: "/opt/new"},
+		{path: "/opt/new/libfoo.so", miss: "/nowhere/libfoo.so.1", links: 1},
+	}
+	for _, tt := range tests {
+		e, err := view.Resolve(tt.path)
+		if tt.want == "" {
+			var de *ctrfs.DanglingError
+			if !errors.As(err, &de) || de.Unresolved != tt.miss || len(de.Links) != tt.links {
+				t.Errorf("Resolve(%s) = %+v, %v; want dangling at %s after %d links", tt.path, e, err, tt.miss, tt.links)
+			}
+			continue
+		}
+		if err != nil || e.Path != tt.want || len(e.Links) != tt.links {
+			t.Errorf("Resolve(%s) = %+v, %v; want %s after %d links", tt.path, e, err, tt.want, tt.links)
+		}
+	}
+	// The view without the links is unchanged: the store's .so.0 is not there.
+	if _, err := base.Resolve(store + "/libGLX_nvidia.so.0"); !errors.Is(err, ctrfs.ErrDangling) {
+		t.Errorf("base view resolves the hook's link: %v", err)
+	}
+}
