@@ -62,7 +62,7 @@ func TestParseHook(t *testing.T) {
 // FuzzParseHook: any hook parses without panicking, and every link it
 // reports has an absolute, clean container path.
 func FuzzParseHook(f *testing.F) {
-	f.Add("/usr/bin/nvidia-cdi-hook", "nvidia-cdi-hook\x00create-symlinks\x00--link\x00" + glxLink)
+	f.Add("/usr/bin/nvidia-cdi-hook", "nvidia-cdi-hook\x00create-symlinks\x00--link\x00"+glxLink)
 	f.Add(ctkPath, "nvidia-ctk\x00hook\x00update-ldcache\x00--folder=/x")
 	f.Add("/usr/bin/nvidia-ctk", "nvidia-ctk\x00hook")
 	f.Fuzz(func(t *testing.T, p, args string) {
