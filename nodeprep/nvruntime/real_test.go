@@ -1,0 +1,100 @@
+package nvruntime_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/nvruntime"
+	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+)
+
+// TestRealRuntimeReadsSpec runs the real nvidia-container-runtime and
+// nvidia-container-runtime.cdi of both pinned toolkits on an OCI bundle
+// that asks for a GPU the way the device plugin does (NVIDIA_VISIBLE_DEVICES
+// with an id, or a qualified CDI name), under runtime configs that differ in
+// mode, spec-dirs and default-kind, with /bin/true as the low-level
+// runtime. Whether the container got the edits of the spec in the test's
+// CDI directory must be what Decide predicts: the product's verdict about
+// which handler serves the patched spec is the runtime's own behaviour.
+func TestRealRuntimeReadsSpec(t *testing.T) {
+	if os.Geteuid() != 0 {
+		realtest.Unavailable(t, errors.New("the runtime in a private mount namespace needs root"))
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		realtest.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
+	}
+	versions := map[string]nvruntime.Version{realtest.Toolkit117: {Major: 1, Minor: 17, Patch: 8}, realtest.Toolkit120: {Major: 1, Minor: 20, Patch: 2}}
+	configs := []struct {
+		name, toml string
+	}{
+		{"mode auto", `mode = "auto"`},
+		{"mode cdi", `mode = "cdi"`},
+		{"mode legacy", `mode = "legacy"`},
+		{"mode cdi, spec dir not listed", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"OTHER\"]"},
+		{"mode cdi, other default kind", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"SPECS\"]\ndefault-kind = \"example.com/gpu\""},
+	}
+	requests := map[nvruntime.Request]string{nvruntime.RequestIDs: "GPU-1", nvruntime.RequestQualified: "nvidia.com/gpu=GPU-1"}
+	for _, tk := range realtest.Toolkits {
+		dir := realtest.Dir(t, tk)
+		for _, program := range []string{nvruntime.Program, nvruntime.ProgramCDI} {
+			for _, cfg := range configs {
+				for req, value := range requests {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", tk, program, cfg.name, value), func(t *testing.T) {
+						t.Parallel()
+						work := t.TempDir()
+						specs, other := filepath.Join(work, "cdi"), filepath.Join(work, "other")
+						for _, d := range []string{specs, other, filepath.Join(work, "bundle", "rootfs")} {
+							if err := os.MkdirAll(d, 0o755); err != nil {
+								t.Fatal(err)
+							}
+						}
+						write(t, filepath.Join(specs, "nvidia.json"), `{"cdiVersion":"0.5.0","kind":"nvidia.com/gpu","devices":[{"name":"GPU-1","containerEdits":{"env":["DEVICE=1"]}}],"containerEdits":{"env":["PATCHED=1"]}}`)
+						write(t, filepath.Join(work, "bundle", "config.json"), `{"ociVersion":"1.0.2","process":{"args":["sh"],"env":["NVIDIA_VISIBLE_DEVICES=`+value+`"],"cwd":"/"},"root":{"path":"rootfs"}}`)
+						body := strings.NewReplacer("SPECS", specs, "OTHER", other).Replace(cfg.toml)
+						if !strings.Contains(body, "spec-dirs") {
+							body += "\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"" + specs + "\"]"
+						}
+						conf := "[nvidia-container-runtime]\nruntimes = [\"/bin/true\"]\nlog-level = \"debug\"\ndebug = \"" + filepath.Join(work, "log") + "\"\n" + body + "\n"
+						if err := os.Mkdir(filepath.Join(work, "nvidia-container-runtime"), 0o755); err != nil {
+							t.Fatal(err)
+						}
+						write(t, filepath.Join(work, "nvidia-container-runtime", "config.toml"), conf)
+						c, err := nvruntime.Parse("config.toml", []byte(conf))
+						if err != nil {
+							t.Fatal(err)
+						}
+
+						// XDG_CONFIG_HOME moves the config file in both versions
+						// (NVIDIA_CTK_CONFIG_FILE_PATH only from 1.18). A private
+						// mount namespace keeps what legacy mode mounts off the host.
+						cmd := exec.Command("unshare", "-m", "--propagation", "private", filepath.Join(dir, program), "create", "--bundle", filepath.Join(work, "bundle"), "t")
+						cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+work)
+						out, runErr := cmd.CombinedOutput()
+						got, _ := os.ReadFile(filepath.Join(work, "bundle", "config.json"))
+						applied := runErr == nil && strings.Contains(string(got), "PATCHED=1")
+
+						d := c.Decide(program, versions[tk], req)
+						want := d.ReadsSpecs && slices.Contains(c.SpecDirs, specs) && (d.Kind == "" || d.Kind == "nvidia.com/gpu")
+						if applied != want {
+							log, _ := os.ReadFile(filepath.Join(work, "log"))
+							t.Errorf("the real runtime applied the spec: %v; Decide = %+v predicts %v\nrun: %v %s\nlog:\n%s", applied, d, want, runErr, out, log)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func write(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
