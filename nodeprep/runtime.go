@@ -26,12 +26,14 @@ func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot stri
 // finding of code containerd.CodeBadConfig. A config k3s has not written
 // yet (before its first start; on every host without k3s) is no finding:
 // there is nothing to check, so it comes back as a note, for the debug log.
+// The pod-path findings (PodPaths: does a GPU pod of the runtime handlers
+// get the patched spec?) come with them.
 func ContainerdFindings(host *hostfs.Root, res *k3s.Result, spec, driverRoot string) (findings cdi.Findings, notes []string) {
 	rep, err := containerd.Check(host, ContainerdOptions(res.DataDir, res.Effective, spec, driverRoot))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}, nil
 	}
-	for _, f := range rep.Findings {
+	for _, f := range append(rep.Findings, podPathFindings(host, rep, spec)...) {
 		if f.Code == containerd.CodeNotWritten {
 			notes = append(notes, f.Message)
 			continue

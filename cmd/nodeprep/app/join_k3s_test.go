@@ -117,7 +117,12 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "k3s-containerd-spec-dir", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "containerd-spec-dir"},
 		// The CDI view reads the directories containerd reads (see TestSpecDirsFromContainerd).
 		{over: "k3s-containerd-driver-runtime", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "a path into the driver package"},
-		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0},
+		// The nvidia handler's mode auto bypasses the spec; nvidia-cdi serves it (docs/runtime-view.md).
+		{over: "k3s-containerd-ok", args: []string{"cdi", "check"}, want: 0, contains: "warning  pod-path-bypass"},
+		{over: "nvruntime-auto-only", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "error    pod-path-none"},
+		{over: "nvruntime-mode-cdi", args: []string{"cdi", "check"}, want: 0},
+		{over: "nvruntime-bad-config", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "nvidia-runtime-config"},
+		{over: "nvruntime-auto-only", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "warning: /var/lib/rancher/k3s/agent/etc/containerd/config.toml: no runtime handler gives GPU pods the patched spec"},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
 		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false", "-v"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false", "--k3s-arg=--container-runtime-endpoint=/run/containerd/containerd.sock"}, want: 0, contains: "is not checked"},

@@ -9,8 +9,9 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 )
 
-// runtimeFindings judges the containerd config k3s uses against the spec
-// `cdi check` checks, with k3s located from the config file's join
+// runtimeFindings judges the containerd config k3s uses, and the path a GPU
+// pod takes through its runtime handlers (nodeprep.PodPaths), against the
+// spec `cdi check` checks, with k3s located from the config file's join
 // section and the environment (as `join` would without flags). Nothing is
 // reported when k3s's data-dir does not exist (no k3s on this host); a
 // k3s configuration that cannot be read is a warning.
@@ -26,11 +27,11 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	if !g.host.Exists(view.DataDir) && view.Effective.ContainerRuntimeEndpoint == nil {
 		return nil
 	}
-	rep, err := containerd.Check(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
+	findings, err := nodeprep.RuntimeFindings(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
 	}
-	return rep.Findings
+	return findings
 }
 
 // runtimeSpecDirs are the CDI spec directories of the containerd k3s runs
