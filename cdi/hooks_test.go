@@ -88,20 +88,10 @@ func splitNUL(s string) []string {
 	return append(out, s[start:])
 }
 
-// withSymlinkHook adds, to the nixos-h200 spec, the create-symlinks hook
-// nvidia-ctk ≥ 1.18 writes there: the soname links of the driver
-// libraries it mounts, among them <nvidia-x11>/lib/libGLX_nvidia.so.0,
-// the very path the ICD manifest names.
-func withSymlinkHook(spec *specs.Spec) {
-	spec.ContainerEdits.Hooks = append(spec.ContainerEdits.Hooks, &specs.Hook{
-		HookName: "createContainer", Path: ctkPath,
-		Args: []string{"nvidia-ctk", "hook", "create-symlinks", "--link", glxLink, "--link", "libEGL_nvidia.so.550.54.15::" + nvStore + "/lib/libEGL_nvidia.so.0"},
-	})
-}
-
-// TestPatchLeavesHookLinks is issue 18's hook fault: the ICD names
-// <nvidia-x11>/lib/libGLX_nvidia.so.0, which the spec's create-symlinks
-// hook makes in the container. Patching used to bind-mount a file at that
+// TestPatchLeavesHookLinks is issue 18's hook fault, on the spec the real
+// nvidia-ctk 1.20.2 writes without --disable-hook (nixos-h200-hooks): the
+// ICD names <nvidia-x11>/lib/libGLX_nvidia.so.0, which the spec's
+// create-symlinks hook makes in the container. Patching used to bind-mount a file at that
 // path, and the real hook then fails with "failed to create symlink:
 // device or resource busy", so no container starts. The patch must count
 // the hook's link as providing the library and never mount there; a spec
@@ -109,9 +99,11 @@ func withSymlinkHook(spec *specs.Spec) {
 // takes its own mount away.
 func TestPatchLeavesHookLinks(t *testing.T) {
 	t.Parallel()
-	root := hostTree(t, "nixos-h200")
+	root := hostTree(t, "nixos-h200-hooks")
 	_, spec := loadSpec(t, root)
-	withSymlinkHook(spec)
+	if _, ok := cdi.SpecHooks(spec, true).LinkAt(glxSo0); !ok {
+		t.Fatalf("the generated spec has no create-symlinks hook making %s", glxSo0)
+	}
 	g, err := cdi.Discover(root, cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"})
 	if err != nil {
 		t.Fatal(err)
