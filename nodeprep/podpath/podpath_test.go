@@ -1,0 +1,654 @@
+package podpath
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+// The device plugin's deviceListStrategy values (NVIDIA k8s-device-plugin,
+// its Allocate response): how a container's GPU request reaches the
+// runtime.
+var strategies = []string{"envvar", "cdi-annotations", "cdi-cri"}
+
+// The runtime handlers a k3s node has (k3s registers nvidia and
+// nvidia-cdi when it finds the NVIDIA runtimes; runc is the default).
+var handlers = []string{"runc", "nvidia", "nvidia-cdi"}
+
+const (
+	nvStore     = "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"
+	glvndStore  = "/nix/store/8r7q6p5n4m3l2k1j0h9g8f7d6c5b4a3z-libglvnd-1.7.0"
+	ldconfig    = "/nix/store/3c4d5f6g7h8j9k0l1m2n3p4q5r6s7a8b-glibc-2.39-52-bin/bin/ldconfig"
+	pauseImage  = "localhost/nodeprep-pause:test"
+	probeImage  = "localhost/nodeprep-probe:test"
+	pluginKind  = "k8s.device-plugin.nvidia.com/gpu"
+	pluginSpec  = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
+	probeInPod  = "/nodeprep-probe"
+	podDeadline = 90 * time.Second
+)
+
+// toolkitHost is the host tree each pinned toolkit's generator writes on:
+// the newer NixOS unit for 1.20, the older one for 1.17 (whose store paths
+// nixos-h200-ctk117 carries).
+var toolkitHost = map[string]struct{ tree, unit string }{
+	realtest.Toolkit117: {"nixos-h200-ctk117", "old"},
+	realtest.Toolkit120: {"nixos-h200", "new"},
+}
+
+// TestRealPodPath plays the kubelet on the pinned components for every
+// toolkit × runtime handler × device list strategy and keeps the verdicts
+// in docs/pod-path.md (-update rewrites it).
+func TestRealPodPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		realtest.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
+	}
+	rootfs := testkit.ContainerRootfs(t)
+	icd, egl := testkit.Mesa(t)
+	nodeprep := testkit.Binary(t)
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := buildImages(t, rootfs)
+
+	start := time.Now()
+	results := map[string]string{} // toolkit/handler/strategy → verdict
+	for _, tk := range realtest.Toolkits {
+		t.Run(tk, func(t *testing.T) {
+			tkDir := realtest.Dir(t, tk)
+			root := mesaHost(t, tk, tkDir, icd, egl)
+			up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "-o", "json")
+			up.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+			if out, err := up.CombinedOutput(); err != nil {
+				t.Fatalf("nodeprep up on the generated tree: %v\n%s", err, out)
+			}
+			cdiDir := filepath.Join(t.TempDir(), "cdi")
+			reroot(t, root, cdiDir)
+			writeRuntimeConfig(t, root, tkDir, cdiDir)
+			c := realtest.StartContainerd(t, realtest.ContainerdConfig{
+				Runtimes: []realtest.Runtime{
+					{Name: "runc", BinaryName: lookPath(t, "runc")},
+					{Name: "nvidia", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime")},
+					{Name: "nvidia-cdi", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime.cdi")},
+				},
+				CDISpecDirs:  []string{cdiDir},
+				SandboxImage: pauseImage,
+				// The NVIDIA runtime reads $XDG_CONFIG_HOME/nvidia-container-runtime/config.toml.
+				Env: []string{"XDG_CONFIG_HOME=" + filepath.Join(root, "etc"), "PATH=" + tkDir + ":" + os.Getenv("PATH")},
+			})
+			for _, a := range images {
+				c.ImportImage(t, a)
+			}
+			for _, h := range handlers {
+				for _, s := range strategies {
+					t.Run(h+"/"+s, func(t *testing.T) {
+						v := runPod(t, c, inv.GPUs[0], h, s, root)
+						t.Logf("%s %s %s: %s", tk, h, s, v)
+						results[tk+"/"+h+"/"+s] = v
+					})
+				}
+			}
+		})
+	}
+	t.Logf("the whole matrix took %.1f s", time.Since(start).Seconds())
+	if t.Failed() || len(results) != len(realtest.Toolkits)*len(handlers)*len(strategies) {
+		return
+	}
+	golden(t, filepath.Join(testkit.RepoRoot(t), "docs", "pod-path.md"), matrixDoc(results))
+}
+
+// runPod runs the Vulkan and the EGL probe in one host-network pod on
+// handler, the container asking for g as the device plugin's strategy
+// hands it over, and returns "works" or the reason it does not.
+func runPod(t *testing.T, c *realtest.ContainerdInstance, g gpu.GPU, handler, strategy, root string) string {
+	logs := t.TempDir()
+	name := strings.ReplaceAll(handler+"-"+strategy, "_", "-")
+	pod := map[string]any{
+		"metadata":      map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name, "attempt": 0},
+		"log_directory": logs,
+		"linux":         map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"network": 2}}},
+	}
+	podFile := writeJSON(t, logs, "pod.json", pod)
+	out, err := c.Crictl("runp", "--runtime", handler, podFile)
+	if err != nil {
+		return "fails: " + reason(err.Error(), root)
+	}
+	podID := strings.TrimSpace(string(out))
+	defer func() {
+		if out, err := c.Crictl("rmp", "--force", podID); err != nil {
+			t.Logf("removing pod %s: %v\n%s", podID, err, out)
+		}
+	}()
+	sub := []selftest.ProbeRequest{}
+	_, icdPaths := selftest.ICDSearch(nil)
+	sub = append(sub,
+		selftest.ProbeRequest{API: selftest.APIVulkan, Library: "libvulkan.so.1", ICDPaths: icdPaths, ICDDefaultSearch: true},
+		selftest.ProbeRequest{API: selftest.APIEGL, Library: "libEGL.so.1"})
+	var vk selftest.ProbeResult[selftest.VulkanReport]
+	var egl selftest.ProbeResult[selftest.EGLReport]
+	for _, req := range sub {
+		line, why := runProbe(t, c, podID, podFile, logs, g, string(req.API), strategy, req)
+		if why != "" {
+			return "fails: " + reason(why, root)
+		}
+		switch req.API {
+		case selftest.APIVulkan:
+			rep, err := selftest.DecodeVulkanReport(line)
+			if err != nil {
+				t.Fatalf("the Vulkan probe's report: %v", err)
+			}
+			vk.Report = rep
+		default:
+			rep, err := selftest.DecodeEGLReport(line)
+			if err != nil {
+				t.Fatalf("the EGL probe's report: %v", err)
+			}
+			egl.Report = rep
+		}
+	}
+	one := &gpu.Inventory{Simulated: true, Server: "dgx-h200", GPUs: []gpu.GPU{g}}
+	rep := selftest.Evaluate(one, vk, egl, selftest.Policy{RequireEGL: true, AllowCPUAdapter: true, Hints: selftest.Hints{ICDPaths: icdPaths}})
+	if rep.Passed {
+		return "works"
+	}
+	var msgs []string
+	for _, r := range rep.Reasons {
+		msgs = append(msgs, r.Message)
+	}
+	return "fails: " + reason(strings.Join(msgs, "; "), root)
+}
+
+// runProbe creates and starts one probe container in the pod and returns
+// its report line, or why there is none.
+func runProbe(t *testing.T, c *realtest.ContainerdInstance, podID, podFile, logs string, g gpu.GPU, api, strategy string, req selftest.ProbeRequest) ([]byte, string) {
+	reqJSON, _ := json.Marshal(req)
+	ctr := map[string]any{
+		"metadata": map[string]any{"name": api},
+		"image":    map[string]any{"image": probeImage},
+		"command":  []string{probeInPod, "__probe", string(reqJSON)},
+		"log_path": api + ".log",
+		"linux":    map[string]any{},
+	}
+	// What the NVIDIA device plugin's Allocate response carries for one
+	// GPU, as the kubelet passes it to the CRI.
+	switch strategy {
+	case "envvar":
+		ctr["envs"] = []map[string]string{{"key": "NVIDIA_VISIBLE_DEVICES", "value": g.UUID}}
+	case "cdi-annotations":
+		ctr["annotations"] = map[string]string{"cdi.k8s.io/nvidia-device-plugin_" + g.UUID: pluginKind + "=" + g.UUID}
+	case "cdi-cri":
+		ctr["CDI_devices"] = []map[string]string{{"name": pluginKind + "=" + g.UUID}}
+	}
+	ctrFile := writeJSON(t, logs, api+".json", ctr)
+	out, err := c.Crictl("create", podID, ctrFile, podFile)
+	if err != nil {
+		return nil, err.Error()
+	}
+	id := strings.TrimSpace(string(out))
+	if out, err := c.Crictl("start", id); err != nil {
+		return nil, fmt.Sprintf("%v %s", err, out)
+	}
+	deadline := time.Now().Add(podDeadline)
+	for {
+		out, err := c.Crictl("inspect", "-o", "json", id)
+		var st struct {
+			Status struct {
+				State    string `json:"state"`
+				ExitCode int    `json:"exitCode"`
+			} `json:"status"`
+		}
+		if err == nil && json.Unmarshal(out, &st) == nil && st.Status.State == "CONTAINER_EXITED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Sprintf("the %s probe did not exit within %s", api, podDeadline)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	data, err := os.ReadFile(filepath.Join(logs, api+".log"))
+	if err != nil {
+		return nil, fmt.Sprintf("reading the %s probe's log: %v", api, err)
+	}
+	var cur, stderr []byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		// CRI log lines: "<time> <stream> <P|F> <text>".
+		f := bytes.SplitN(l, []byte(" "), 4)
+		if len(f) < 4 {
+			continue
+		}
+		if string(f[1]) == "stderr" {
+			stderr = append(append(stderr, f[3]...), ' ')
+			continue
+		}
+		cur = append(cur, f[3]...)
+		if string(f[2]) == "F" {
+			if rest, ok := bytes.CutPrefix(cur, []byte(selftest.ReportPrefix)); ok {
+				return rest, ""
+			}
+			cur = nil
+		}
+	}
+	return nil, fmt.Sprintf("the %s probe printed no report; stderr: %s", api, bytes.TrimSpace(stderr))
+}
+
+// mesaHost builds the host tree for toolkit tk: the committed NixOS tree
+// its generator unit matches, with real device nodes (testkit.HostCopy),
+// whose driver is Mesa — the nvidia-x11 store path's libGLX_nvidia (the
+// Vulkan ICD's library) is lavapipe, its libEGL_nvidia (named by store
+// path in the EGL vendor manifest) Mesa's EGL, libglvnd's libraries are
+// this machine's, libnvidia-ml the fake dgx-h200 NVML, the toolkit's store
+// paths hold the real programs and glibc's ldconfig this machine's — and
+// whose specs the real generator writes (scripts/nvidia-cdi-generate.sh:
+// the unit's spec and the device plugin's).
+func mesaHost(t *testing.T, tk, tkDir, icdManifest, eglManifest string) string {
+	t.Helper()
+	h := toolkitHost[tk]
+	root := testkit.HostCopy(t, h.tree)
+	lib := func(manifest string) string {
+		var m struct {
+			ICD struct {
+				LibraryPath string `json:"library_path"`
+			} `json:"ICD"`
+		}
+		data, err := os.ReadFile(manifest)
+		if err == nil {
+			err = json.Unmarshal(data, &m)
+		}
+		if err != nil {
+			t.Fatalf("reading %s: %v", manifest, err)
+		}
+		p := m.ICD.LibraryPath
+		if !filepath.IsAbs(p) {
+			p = filepath.Join("/usr/lib", machine()+"-linux-gnu", p)
+		}
+		return p
+	}
+	copyFile(t, lib(icdManifest), root+nvStore+"/lib/libGLX_nvidia.so.550.54.15")
+	copyFile(t, lib(eglManifest), root+nvStore+"/lib/libEGL_nvidia.so.550.54.15")
+	vendor := root + nvStore + "/share/glvnd/egl_vendor.d/10_nvidia.json"
+	if err := os.WriteFile(vendor, fmt.Appendf(nil, `{"file_format_version": "1.0.0", "ICD": {"library_path": %q}}`, nvStore+"/lib/libEGL_nvidia.so.0"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"libEGL.so.1.1.0", "libGLX.so.0.0.0", "libOpenGL.so.0.0.0", "libGLdispatch.so.0.0.0"} {
+		copyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), root+glvndStore+"/lib/"+l)
+	}
+	nvml, _, err := drivertest.Build(t.TempDir(), drivertest.NVMLDGXH200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, nvml, root+nvStore+"/lib/libnvidia-ml.so.550.54.15")
+	copyFile(t, "/sbin/ldconfig", root+ldconfig)
+	for _, p := range []string{"nvidia-ctk", "nvidia-cdi-hook"} {
+		matches, _ := filepath.Glob(filepath.Join(root, "nix/store/*-nvidia-container-toolkit-*", "bin", p))
+		for _, m := range matches {
+			copyFile(t, filepath.Join(tkDir, p), m)
+		}
+	}
+	gen := filepath.Join(testkit.RepoRoot(t), "scripts", "nvidia-cdi-generate.sh")
+	for unit, spec := range map[string]string{h.unit: cdi.DefaultSpecPath, "plugin": pluginSpec} {
+		cmd := exec.Command(gen, tk, root, unit)
+		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("the real generator (%s, %s): %v\n%s", tk, unit, err, stderr.String())
+		}
+		p := filepath.Join(root, strings.Replace(spec, "/var/run/", "/run/", 1))
+		if err := os.WriteFile(p, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// reroot writes every spec in the tree's /var/run/cdi into dir with each
+// path the runtime resolves on this machine — mount sources, device
+// nodes, hook programs and update-ldcache's ldconfig — moved under the
+// tree, symlinks followed inside it (hostfs.Root.Path): on a node the tree
+// is / and nothing would change. Container paths stay as they are.
+func reroot(t *testing.T, root, dir string) {
+	t.Helper()
+	host, err := hostfs.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at := func(p string) string {
+		full, err := host.Path(p)
+		if err != nil {
+			t.Fatalf("re-rooting %s: %v", p, err)
+		}
+		return full
+	}
+	edits := func(e *specs.ContainerEdits) {
+		for _, m := range e.Mounts {
+			m.HostPath = at(m.HostPath)
+		}
+		for _, d := range e.DeviceNodes {
+			hp := d.HostPath
+			if hp == "" {
+				hp = d.Path
+			}
+			d.HostPath = at(hp)
+		}
+		for _, h := range e.Hooks {
+			h.Path = at(h.Path)
+			for i := 0; i+1 < len(h.Args); i++ {
+				if h.Args[i] == "--ldconfig-path" {
+					h.Args[i+1] = at(h.Args[i+1])
+				}
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "run", "cdi", "*.json"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s specs.Spec
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		edits(&s.ContainerEdits)
+		for i := range s.Devices {
+			edits(&s.Devices[i].ContainerEdits)
+		}
+		// A device node's hostPath needs a newer cdiVersion than a
+		// UUID-only spec's 0.3.0.
+		if v, err := specs.MinimumRequiredVersion(&s); err == nil && semverLess(s.Version, v) {
+			s.Version = v
+		}
+		out, err := json.MarshalIndent(&s, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeRuntimeConfig writes the tree's /etc/nvidia-container-runtime/config.toml:
+// the toolkit's defaults (mode auto, default-kind nvidia.com/gpu, the
+// cdi.k8s.io/ annotation prefix), with the paths that are the tree's on
+// this machine — the driver root, the CDI spec directory the re-rooted
+// specs are in — and the toolkit's own programs.
+func writeRuntimeConfig(t *testing.T, root, tkDir, cdiDir string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`[nvidia-container-cli]
+root = %q
+ldconfig = "@/sbin/ldconfig"
+
+[nvidia-container-runtime]
+log-level = "info"
+mode = "auto"
+runtimes = ["runc"]
+
+[nvidia-container-runtime.modes.cdi]
+default-kind = "nvidia.com/gpu"
+annotation-prefixes = ["cdi.k8s.io/"]
+spec-dirs = [%q]
+
+[nvidia-container-runtime-hook]
+path = %q
+
+[nvidia-ctk]
+path = %q
+`, root, cdiDir, filepath.Join(tkDir, "nvidia-container-runtime-hook"), filepath.Join(tkDir, "nvidia-ctk"))
+	p := filepath.Join(root, "etc", "nvidia-container-runtime", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildImages writes the pause image (a static pause(2) loop built here)
+// and the probe image (the in-container self-test's rootfs, Mesa EGL's
+// own dependencies, which a graphics workload image carries, and
+// nodeprep-probe at /nodeprep-probe) as OCI archives.
+func buildImages(t *testing.T, rootfs string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	pause := filepath.Join(dir, "pause")
+	if err := os.MkdirAll(pause, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "pause.c")
+	if err := os.WriteFile(src, []byte("#include <signal.h>\n#include <unistd.h>\nstatic void h(int s) { (void)s; _exit(0); }\nint main(void) { signal(SIGTERM, h); signal(SIGINT, h); for (;;) pause(); }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-static", "-O2", "-o", filepath.Join(pause, "pause"), src).CombinedOutput(); err != nil {
+		t.Fatalf("building the pause binary: %v\n%s", err, out)
+	}
+	deps := filepath.Join(dir, "egl-deps")
+	for _, l := range []string{"libgbm.so.1", "libglapi.so.0", "libxcb-dri2.so.0", "libwayland-server.so.0", "dri/swrast_dri.so",
+		"libsensors.so.5", "libdrm_radeon.so.1", "libdrm_nouveau.so.2", "libdrm_intel.so.1", "libpciaccess.so.0"} {
+		copyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), filepath.Join(deps, "usr", "lib", machine()+"-linux-gnu", l))
+	}
+	probe := filepath.Join(dir, "probe")
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(probe, "nodeprep-probe"), "github.com/nodeprep/nodeprep/cmd/nodeprep-probe").CombinedOutput(); err != nil {
+		t.Fatalf("building nodeprep-probe: %v\n%s", err, out)
+	}
+	archives := []string{filepath.Join(dir, "pause.tar"), filepath.Join(dir, "probe.tar")}
+	if err := realtest.WriteOCIArchive(archives[0], realtest.Image{Ref: pauseImage, Layers: []string{pause}, Entrypoint: []string{"/pause"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := realtest.WriteOCIArchive(archives[1], realtest.Image{Ref: probeImage, Layers: []string{rootfs, deps, probe}}); err != nil {
+		t.Fatal(err)
+	}
+	return archives
+}
+
+// semverLess compares two CDI versions "major.minor.patch".
+func semverLess(a, b string) bool {
+	var x, y [3]int
+	fmt.Sscanf(a, "%d.%d.%d", &x[0], &x[1], &x[2])
+	fmt.Sscanf(b, "%d.%d.%d", &y[0], &y[1], &y[2])
+	for i := range x {
+		if x[i] != y[i] {
+			return x[i] < y[i]
+		}
+	}
+	return false
+}
+
+var (
+	gpuUUID = regexp.MustCompile(`GPU-[0-9a-f-]{36}`)
+	hexID   = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+	// The programs' search path and the tools' cache differ by machine.
+	searchPath = regexp.MustCompile(`in [^ ]*:[^ ]*`)
+	toolsDir   = regexp.MustCompile(`/[^ ]*/\.cache/tools/([^/ ]+)/[0-9a-f]{16}`)
+	tmpPath    = regexp.MustCompile(`/tmp/[^\s"':;,)]*`)
+	stamp      = regexp.MustCompile(`time="[^"]*" `)
+)
+
+// reason makes a failure stable for the matrix: one line, the tree and
+// temporary directories, IDs, search paths and log times replaced, at
+// most 600 bytes.
+func reason(s, root string) string {
+	// crictl's own lines (config file warnings, klog) around the CRI's
+	// answer: keep what the runtime said.
+	if _, desc, ok := strings.Cut(s, "desc = "); ok {
+		s, _, _ = strings.Cut(desc, `" podSandboxID=`)
+		s, _, _ = strings.Cut(s, `" containerID=`)
+	}
+	s, _, _ = strings.Cut(s, ` > containerID=`)
+	s = gpuUUID.ReplaceAllString(s, "<uuid>")
+	s = searchPath.ReplaceAllString(s, "in $$PATH")
+	s = toolsDir.ReplaceAllString(s, "<tools>/$1")
+	s = strings.ReplaceAll(s, root, "<tree>")
+	s = stamp.ReplaceAllString(s, "")
+	s = tmpPath.ReplaceAllString(s, "<tmp>")
+	s = hexID.ReplaceAllString(s, "<id>")
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
+
+// matrixDoc renders docs/pod-path.md from the verdicts.
+func matrixDoc(results map[string]string) []byte {
+	var b bytes.Buffer
+	b.WriteString(`# The pod's path: device plugin strategy × runtime handler × toolkit
+
+What a GPU pod gets on a NixOS node that ` + "`nodeprep up`" + ` declared ready, measured by
+` + "`TestRealPodPath`" + ` (nodeprep/podpath) on real components: the CDI specs are written by the
+pinned NVIDIA container toolkit (nvidia-ctk 1.17.8 as NixOS's older generator unit runs it,
+1.20.2 as the newer unit runs it, and the device plugin's own spec), ` + "`nodeprep up`" + ` patches
+them, and containerd 2.4.2's CRI runs a host-network pod whose container asks for one GPU exactly
+as the NVIDIA device plugin hands it over for each ` + "`deviceListStrategy`" + ` (envvar:
+` + "`NVIDIA_VISIBLE_DEVICES=<uuid>`" + `; cdi-annotations: a ` + "`cdi.k8s.io/`" + ` annotation naming
+` + "`k8s.device-plugin.nvidia.com/gpu=<uuid>`" + `; cdi-cri: the CRI ` + "`CDIDevices`" + ` field), on each
+runtime handler a k3s node has (runc with containerd's own CDI injection, ` + "`nvidia`" + ` and
+` + "`nvidia-cdi`" + `, the toolkit's nvidia-container-runtime and nvidia-container-runtime.cdi with their
+default config). The node's driver is Mesa standing in for NVIDIA's (lavapipe as the Vulkan ICD's
+library, Mesa EGL as the EGL vendor's), so "works" means: nodeprep's self-test probe in the pod
+found the Vulkan ICD and the EGL vendor through what the runtime gave the container and ran its
+compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestRealPodPath -update`" + `
+(as root, after ` + "`make rootfs tools`" + `).
+
+`)
+	for _, tk := range realtest.Toolkits {
+		fmt.Fprintf(&b, "## %s\n\n| handler | %s |\n|---|%s\n", tk, strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
+		for _, h := range handlers {
+			var cells []string
+			for _, s := range strategies {
+				cells = append(cells, strings.ReplaceAll(results[tk+"/"+h+"/"+s], "|", `\|`))
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", h, strings.Join(cells, " | "))
+		}
+		b.WriteString("\n")
+	}
+	var works []string
+	all := ""
+	for k, v := range results {
+		if v == "works" {
+			works = append(works, k)
+		}
+		all += v + "\n"
+	}
+	sort.Strings(works)
+	fmt.Fprintf(&b, "Combinations that work: %d of %d.\n", len(works), len(results))
+	// What each kind of failure above means, for the failures measured.
+	notes := []struct{ marker, note string }{
+		{"VK_ERROR_INCOMPATIBLE_DRIVER", "runc with `envvar`: nothing reads `NVIDIA_VISIBLE_DEVICES` on the plain runc handler, so the " +
+			"container gets no device and no driver file at all."},
+		{"nvidia-container-cli", "`nvidia` with `envvar` on 1.17: the runtime's `auto` mode picks `legacy`, which runs " +
+			"nvidia-container-runtime-hook and needs libnvidia-container's nvidia-container-cli; it never reads a CDI spec, " +
+			"patched or not."},
+		{"ERROR_LIBRARY_NOT_FOUND", "`nvidia` with `envvar` on 1.20: `auto` picks `jit-cdi` and generates a spec of its own from " +
+			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
+			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
+			"spec nodeprep patched."},
+	}
+	first := true
+	for _, n := range notes {
+		if strings.Contains(all, n.marker) {
+			if first {
+				b.WriteString("\nWhy the failing combinations fail:\n\n")
+				first = false
+			}
+			b.WriteString("- " + n.note + "\n")
+		}
+	}
+	cdiWorks := true
+	for k, v := range results {
+		if !strings.HasSuffix(k, "/envvar") && v != "works" {
+			cdiWorks = false
+		}
+	}
+	if cdiWorks {
+		b.WriteString("\nThe CDI strategies work on every handler: containerd injects the patched device plugin spec " +
+			"itself before the runtime runs.\n")
+	}
+	if strings.HasPrefix(results[realtest.Toolkit120+"/nvidia-cdi/envvar"], "works") {
+		b.WriteString("`nvidia-cdi` with `envvar` works because that runtime reads `NVIDIA_VISIBLE_DEVICES=<uuid>` as " +
+			"`nvidia.com/gpu=<uuid>` in the patched generator spec.\n")
+	}
+	return b.Bytes()
+}
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *testkit.Update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the matrix measured now (rerun with -update to rewrite it)\n got:\n%s", path, got)
+	}
+}
+
+func writeJSON(t *testing.T, dir, name string, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(dst)
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lookPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		realtest.Unavailable(t, err)
+	}
+	return p
+}
+
+func machine() string {
+	return map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+}
