@@ -1,0 +1,11 @@
+package podpath
+
+import (
+	"os"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+// TestMain removes the nodeprep that testkit.Binary builds once the tests end.
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m)) }
