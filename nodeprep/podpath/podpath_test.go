@@ -46,12 +46,17 @@ const (
 	podDeadline = 90 * time.Second
 )
 
-// toolkitHost is the host tree each pinned toolkit's generator writes on:
-// the newer NixOS unit for 1.20, the older one for 1.17 (whose store paths
-// nixos-h200-ctk117 carries).
-var toolkitHost = map[string]struct{ tree, unit string }{
-	realtest.Toolkit117: {"nixos-h200-ctk117", "old"},
-	realtest.Toolkit120: {"nixos-h200", "new"},
+// A generator setup: a pinned toolkit run as one NixOS generator unit on
+// the committed tree that carries that toolkit's store paths.
+type setup struct {
+	name, toolkit, tree, unit string
+	about                     string // the doc's heading
+}
+
+var setups = []setup{
+	{"1.17", realtest.Toolkit117, "nixos-h200-ctk117", "old", "nvidia-container-toolkit 1.17.8, NixOS's older generator unit"},
+	{"1.20", realtest.Toolkit120, "nixos-h200", "new", "nvidia-container-toolkit 1.20.2, NixOS's newer generator unit (--disable-hook create-symlinks)"},
+	{"1.20-hooks", realtest.Toolkit120, "nixos-h200-hooks", "new-hooks", "nvidia-container-toolkit 1.20.2, the newer unit with disable-hooks = [ ] (create-symlinks hooks in the spec)"},
 }
 
 // TestRealPodPath plays the kubelet on the pinned components for every
@@ -72,10 +77,11 @@ func TestRealPodPath(t *testing.T) {
 
 	start := time.Now()
 	results := map[string]string{} // toolkit/handler/strategy → verdict
-	for _, tk := range realtest.Toolkits {
-		t.Run(tk, func(t *testing.T) {
-			tkDir := realtest.Dir(t, tk)
-			root := mesaHost(t, tk, tkDir, icd, egl)
+	for _, su := range setups {
+		t.Run(su.name, func(t *testing.T) {
+			tk := su.name
+			tkDir := realtest.Dir(t, su.toolkit)
+			root := mesaHost(t, su, tkDir, icd, egl)
 			up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "-o", "json")
 			up.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
 			if out, err := up.CombinedOutput(); err != nil {
@@ -110,7 +116,7 @@ func TestRealPodPath(t *testing.T) {
 		})
 	}
 	t.Logf("the whole matrix took %.1f s", time.Since(start).Seconds())
-	if t.Failed() || len(results) != len(realtest.Toolkits)*len(handlers)*len(strategies) {
+	if t.Failed() || len(results) != len(setups)*len(handlers)*len(strategies) {
 		return
 	}
 	golden(t, filepath.Join(testkit.RepoRoot(t), "docs", "pod-path.md"), matrixDoc(results))
@@ -259,9 +265,8 @@ func runProbe(t *testing.T, c *realtest.ContainerdInstance, podID, podFile, logs
 // paths hold the real programs and glibc's ldconfig this machine's — and
 // whose specs the real generator writes (scripts/nvidia-cdi-generate.sh:
 // the unit's spec and the device plugin's).
-func mesaHost(t *testing.T, tk, tkDir, icdManifest, eglManifest string) string {
+func mesaHost(t *testing.T, h setup, tkDir, icdManifest, eglManifest string) string {
 	t.Helper()
-	h := toolkitHost[tk]
 	root := testkit.HostCopy(t, h.tree)
 	lib := func(manifest string) string {
 		var m struct {
@@ -305,13 +310,13 @@ func mesaHost(t *testing.T, tk, tkDir, icdManifest, eglManifest string) string {
 	}
 	gen := filepath.Join(testkit.RepoRoot(t), "scripts", "nvidia-cdi-generate.sh")
 	for unit, spec := range map[string]string{h.unit: cdi.DefaultSpecPath, "plugin": pluginSpec} {
-		cmd := exec.Command(gen, tk, root, unit)
+		cmd := exec.Command(gen, h.toolkit, root, unit)
 		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("the real generator (%s, %s): %v\n%s", tk, unit, err, stderr.String())
+			t.Fatalf("the real generator (%s, %s): %v\n%s", h.toolkit, unit, err, stderr.String())
 		}
 		p := filepath.Join(root, strings.Replace(spec, "/var/run/", "/run/", 1))
 		if err := os.WriteFile(p, out, 0o644); err != nil {
@@ -520,7 +525,8 @@ func matrixDoc(results map[string]string) []byte {
 What a GPU pod gets on a NixOS node that ` + "`nodeprep up`" + ` declared ready, measured by
 ` + "`TestRealPodPath`" + ` (nodeprep/podpath) on real components: the CDI specs are written by the
 pinned NVIDIA container toolkit (nvidia-ctk 1.17.8 as NixOS's older generator unit runs it,
-1.20.2 as the newer unit runs it, and the device plugin's own spec), ` + "`nodeprep up`" + ` patches
+1.20.2 as the newer unit runs it and as it runs with ` + "`disable-hooks = [ ]`" + `, and the device
+plugin's own spec), ` + "`nodeprep up`" + ` patches
 them, and containerd 2.4.2's CRI runs a host-network pod whose container asks for one GPU exactly
 as the NVIDIA device plugin hands it over for each ` + "`deviceListStrategy`" + ` (envvar:
 ` + "`NVIDIA_VISIBLE_DEVICES=<uuid>`" + `; cdi-annotations: a ` + "`cdi.k8s.io/`" + ` annotation naming
@@ -534,8 +540,9 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 (as root, after ` + "`make rootfs tools`" + `).
 
 `)
-	for _, tk := range realtest.Toolkits {
-		fmt.Fprintf(&b, "## %s\n\n| handler | %s |\n|---|%s\n", tk, strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
+	for _, su := range setups {
+		tk := su.name
+		fmt.Fprintf(&b, "## %s\n\n| handler | %s |\n|---|%s\n", su.about, strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
 		for _, h := range handlers {
 			var cells []string
 			for _, s := range strategies {
@@ -562,6 +569,9 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 		{"nvidia-container-cli", "`nvidia` with `envvar` on 1.17: the runtime's `auto` mode picks `legacy`, which runs " +
 			"nvidia-container-runtime-hook and needs libnvidia-container's nvidia-container-cli; it never reads a CDI spec, " +
 			"patched or not."},
+		{"resource busy", "The create-symlinks hook of a spec generated without `--disable-hook create-symlinks` " +
+			"creates `<nvidia-x11>/lib/libGLX_nvidia.so.0` in the container, where nodeprep's patch bind-mounts the ICD's " +
+			"library: the hook fails and the container does not start."},
 		{"ERROR_LIBRARY_NOT_FOUND", "`nvidia` with `envvar` on 1.20: `auto` picks `jit-cdi` and generates a spec of its own from " +
 			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
 			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
@@ -587,7 +597,7 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 		b.WriteString("\nThe CDI strategies work on every handler: containerd injects the patched device plugin spec " +
 			"itself before the runtime runs.\n")
 	}
-	if strings.HasPrefix(results[realtest.Toolkit120+"/nvidia-cdi/envvar"], "works") {
+	if strings.HasPrefix(results["1.20/nvidia-cdi/envvar"], "works") {
 		b.WriteString("`nvidia-cdi` with `envvar` works because that runtime reads `NVIDIA_VISIBLE_DEVICES=<uuid>` as " +
 			"`nvidia.com/gpu=<uuid>` in the patched generator spec.\n")
 	}
