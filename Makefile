@@ -64,13 +64,15 @@ lint: vet
 	$(STATICCHECK) ./...
 
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
-# The tests run with a private TMPDIR and fail when they leave anything in it.
+# The tests run with a private TMPDIR and fail when they leave anything in it;
+# the pod-path matrix (nodeprep/podpath) runs 27 pods, so a package may take
+# more than go test's default 10 minutes on a loaded machine.
 unit:
 	@echo "unit: go test ./... with lavapipe and Mesa EGL"
 	@GO=$(GO) ./scripts/first-build-note.sh "unit: the first run compiles every package (≈ 3 min)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
-	  ./scripts/tmpdir-check.sh $(GO) test -count=1 ./...
+	  ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 20m ./...
 
 # The in-container self-test's root file system (Debian packages, no driver).
 rootfs:

@@ -82,7 +82,7 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *ContainerdInstance {
 	bin := Dir(t, Containerd)
 	runc, err := exec.LookPath("runc")
 	if err != nil {
-		Unavailable(t, fmt.Errorf("Debian's runc is not installed (scripts/install-deps.sh test): %w", err))
+		Unavailable(t, fmt.Errorf("runc (Debian's) is not installed (scripts/install-deps.sh test): %w", err))
 	}
 	dir, err := os.MkdirTemp("", "ctrd-")
 	if err != nil {
