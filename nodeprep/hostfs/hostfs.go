@@ -5,8 +5,13 @@
 // paths ("/run/opengl-driver/lib"), never prefixed with the root.
 //
 // Resolution uses github.com/cyphar/filepath-securejoin (a link can never
-// leave the root); writes use github.com/google/renameio/v2 (temp file in
-// the same directory, fsync, rename) followed by an fsync of the directory.
+// leave the root). Writes (WriteFile, CheckWritable, Lock, PrivateDir) go
+// through a handle to their directory that its pathrs-lite package opens
+// inside the root (openat2 RESOLVE_IN_ROOT), then temp file, fsync,
+// rename and directory fsync by that handle: a directory swapped for a
+// link while nodeprep writes cannot move a write out of the root. Every
+// file is opened with O_NONBLOCK and its type checked before it is used,
+// so a FIFO, device or socket in place of a file cannot block nodeprep.
 package hostfs
 
 import (
@@ -22,7 +27,6 @@ import (
 	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
-	"github.com/google/renameio/v2"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
@@ -161,6 +165,11 @@ func ReadRegularFile(path string) ([]byte, error) { return readRegular(path, -1)
 // readRegular reads the regular file at path; limit < 0 means no limit.
 func readRegular(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ENXIO) { // a socket cannot be opened at all
+		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -232,205 +241,6 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 	return out, nil
 }
 
-// WriteOptions tunes WriteFile.
-type WriteOptions struct {
-	// Mode is the mode of a new file. An existing file keeps its own mode
-	// unless ForceMode is set.
-	Mode fs.FileMode
-	// ForceMode applies Mode even when the file exists.
-	ForceMode bool
-	// MkdirAll creates missing parent directories (mode 0755).
-	MkdirAll bool
-	// Validate, when set, is called with the path of the fully written and
-	// synced temporary file before it replaces the target; an error from it
-	// aborts the write, removes the temporary file and is returned as is.
-	Validate func(tmpPath string) error
-}
-
-// WriteFile replaces the file at hostPath with data atomically and durably:
-// a temporary file in the same directory is written and fsynced, renamed
-// over the target, and the directory is fsynced. On any error the old file
-// is left as it was. It refuses to write through a symlink at hostPath.
-// Temporary files an earlier, killed write left for the same target
-// (renameio's ".<name><digits>") are removed first; callers hold the host
-// lock (Lock), so no other nodeprep is writing them.
-// Errors other than the validator's are marked fault.ErrCantWrite.
-func (r *Root) WriteFile(hostPath string, data []byte, opts WriteOptions) error {
-	dir, err := r.Path(path.Dir(hostPath))
-	if err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	if opts.MkdirAll {
-		if err := MkdirAll(dir); err != nil {
-			return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-		}
-	}
-	target := filepath.Join(dir, path.Base(hostPath))
-	if err := removeStaleTemps(dir, path.Base(hostPath)); err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	mode := opts.Mode
-	if mode == 0 {
-		mode = 0o644
-	}
-	owner := -1
-	var group int
-	if st, err := os.Lstat(target); err == nil {
-		switch {
-		case st.Mode()&fs.ModeSymlink != 0:
-			return fault.CantWrite(fmt.Errorf("writing %q: refusing to write through a symlink", hostPath))
-		case !st.Mode().IsRegular():
-			return fault.CantWrite(fmt.Errorf("writing %q: it is %s, not a regular file", hostPath, DescribeMode(st.Mode())))
-		}
-		if !opts.ForceMode {
-			mode = st.Mode().Perm()
-		}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			owner, group = int(sys.Uid), int(sys.Gid)
-		}
-	}
-	// WithTempDir: the temporary file goes in the target's own directory
-	// (renameio otherwise tries the system temp dir first, outside the root).
-	pf, err := renameio.NewPendingFile(target, renameio.WithTempDir(dir), renameio.WithStaticPermissions(mode))
-	if err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	defer pf.Cleanup() //nolint:errcheck // a no-op after a successful replace
-	if owner >= 0 {
-		// The replacement keeps the old file's owner; only root can give a
-		// file away, and then a failure is an error.
-		if err := pf.Chown(owner, group); err != nil && os.Geteuid() == 0 {
-			return fault.CantWrite(fmt.Errorf("writing %q: keeping its owner: %w", hostPath, err))
-		}
-	}
-	if _, err := pf.Write(data); err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	if err := pf.Sync(); err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	if opts.Validate != nil {
-		if err := opts.Validate(pf.Name()); err != nil {
-			return err
-		}
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: %w", hostPath, err))
-	}
-	// renameio syncs the file but not the directory that holds the new name;
-	// without this a crash can lose the rename.
-	if err := syncDir(dir); err != nil {
-		return fault.CantWrite(fmt.Errorf("writing %q: syncing directory: %w", hostPath, err))
-	}
-	return nil
-}
-
-// CheckWritable proves, without touching hostPath, that WriteFile could
-// replace it: the path is absolute, not a directory, symlink or FIFO, and a
-// temporary file named like WriteFile's can be created (and is removed) in
-// its directory, which catches read-only mounts and names too long for the
-// file system. With mkdir a missing directory is created (as WriteFile's
-// MkdirAll would). Errors are marked fault.ErrCantWrite.
-func (r *Root) CheckWritable(hostPath string, mkdir bool) error {
-	dir, err := r.Path(path.Dir(hostPath))
-	if err != nil {
-		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
-	}
-	if mkdir {
-		if err := MkdirAll(dir); err != nil {
-			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
-		}
-	}
-	target := filepath.Join(dir, path.Base(hostPath))
-	if st, err := os.Lstat(target); err == nil {
-		if !st.Mode().IsRegular() {
-			return fault.CantWrite(fmt.Errorf("checking %q: it is %s, not a regular file", hostPath, DescribeMode(st.Mode())))
-		}
-		// An immutable file (chattr +i) cannot be replaced by a rename
-		// either; opening it for writing (no truncation, nothing
-		// written) says so before anything else is written.
-		f, err := os.OpenFile(target, os.O_WRONLY, 0)
-		if err != nil {
-			return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
-		}
-		f.Close()
-	}
-	f, err := os.CreateTemp(dir, "."+path.Base(hostPath)+"*")
-	if err != nil {
-		return fault.CantWrite(fmt.Errorf("checking %q: %w", hostPath, err))
-	}
-	cerr := f.Close()
-	if err := errors.Join(cerr, os.Remove(f.Name())); err != nil {
-		return fault.CantWrite(fmt.Errorf("checking %q: probe file %s: %w", hostPath, f.Name(), err))
-	}
-	return nil
-}
-
-// DirMode is the mode of every directory nodeprep creates (/run/nodeprep,
-// the drop-in directory): readable by all, as the files in them are
-// (status.json is for monitoring agents), whatever the process's umask.
-const DirMode fs.FileMode = 0o755
-
-// MkdirAll creates dir (a path on this machine) and its missing parents
-// with DirMode, setting the mode explicitly on each directory it creates
-// so that a umask (systemd's UMask=0077, say) cannot narrow it. Existing
-// directories are left as they are.
-func MkdirAll(dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
-	}
-	if err := os.MkdirAll(dir, DirMode); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := os.Chmod(d, DirMode); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// isTempName reports whether name is a temporary file renameio made for
-// base: "." + base + a decimal number (renameio's openTempFile).
-func isTempName(name, base string) bool {
-	digits, ok := strings.CutPrefix(name, "."+base)
-	if !ok || digits == "" {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// removeStaleTemps removes the regular files in dir that isTempName names
-// for base: what a write killed between creating and renaming its
-// temporary file (SIGKILL, power loss) left behind.
-func removeStaleTemps(dir, base string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	for _, e := range entries {
-		if e.Type().IsRegular() && isTempName(e.Name(), base) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("removing a stale temporary file: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
-// describeMode names a file type for messages ("a directory").
 // DescribeMode names a file's type for messages ("a named pipe (FIFO)",
 // "a directory"), for the refusals of what is not a regular file.
 func DescribeMode(m fs.FileMode) string {
@@ -449,13 +259,4 @@ func DescribeMode(m fs.FileMode) string {
 		return "a symlink"
 	}
 	return "not a regular file (mode " + m.String() + ")"
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -91,6 +92,16 @@ func TestCDIExitCodes(t *testing.T) {
 			}
 			t.Cleanup(func() { unlock() })
 		}, want: 75, stderr: "held by another nodeprep"},
+		// issue 22: a FIFO at the lock path blocked open() forever; it is
+		// refused at once, --wait or not.
+		{name: "lock-fifo", scenario: "nixos-h200", args: []string{"cdi", "patch", "--wait", "3s"}, prepare: func(t *testing.T, root string) {
+			if err := os.MkdirAll(filepath.Join(root, "run/nodeprep"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(filepath.Join(root, "run/nodeprep/lock"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, want: 73, stderr: `taking lock "/run/nodeprep/lock": it is a named pipe (FIFO), not a regular file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -382,6 +393,18 @@ func TestShaderCacheNotFollowed(t *testing.T) {
 				t.Fatal(err)
 			}
 			return filepath.Join(root, "var/lib/elsewhere")
+		}},
+		{"symlink inside to a directory outside the root", func(t *testing.T, root, cache string) string {
+			// issue 22: only the cache itself was checked, and Mesa wrote
+			// 1.3 MB through mesa_shader_cache into the outside directory.
+			if err := os.Mkdir(cache, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			outside := t.TempDir()
+			if err := os.Symlink(outside, filepath.Join(cache, "mesa_shader_cache")); err != nil {
+				t.Fatal(err)
+			}
+			return outside
 		}},
 		{"file", func(t *testing.T, root, cache string) string {
 			if err := os.WriteFile(cache, nil, 0o600); err != nil {

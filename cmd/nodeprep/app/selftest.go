@@ -4,11 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -345,36 +342,11 @@ func shaderCacheDir(g *globals, create bool) string {
 }
 
 // shaderCache makes (create) or finds the shader cache and returns its
-// path. Its parent resolves as every host path does (symlinks re-rooted),
-// but the cache itself must be a directory at its own name, not a symlink
-// or a file: the drivers write into it, and a link left there would send
-// their writes elsewhere on the host. It must also be this user's and
-// writable by no one else: the drivers load the shaders it holds.
+// path (hostfs.Root.PrivateDir): a directory at its own name, this user's
+// and writable by no one else, holding only this user's directories and
+// regular files, no link, since the drivers write into it and load the
+// shaders it holds. With create (under the lock) a cache holding anything
+// else is emptied first; without it such a cache is not used.
 func shaderCache(host *hostfs.Root, create bool) (string, error) {
-	parent, err := host.Path(path.Dir(shaderCacheHostPath))
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(parent, path.Base(shaderCacheHostPath))
-	if create {
-		// /run/nodeprep is 0755 whichever command creates it; the cache
-		// inside it is private.
-		if err := hostfs.MkdirAll(parent); err != nil {
-			return "", err
-		}
-		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", err
-		}
-	}
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory (mode %s)", shaderCacheHostPath, fi.Mode())
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
-		return "", fmt.Errorf("%s is not private to this user (mode %s): others could put shaders in it", shaderCacheHostPath, fi.Mode())
-	}
-	return p, nil
+	return host.PrivateDir(shaderCacheHostPath, create)
 }
