@@ -50,6 +50,9 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if err := CheckOutputs(Output{"status file", opts.StatusFile}, Output{"metrics file", opts.MetricsFile}); err != nil {
+		return nil, err
+	}
 	u := &upRun{host: host, opts: UpOptions{
 		Inventory: opts.Inventory, Selftest: opts.Selftest, OnSelftestFailure: PolicyBlock,
 		StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Log: opts.Log, Now: opts.Now, Version: opts.Version,

@@ -1,6 +1,7 @@
 package nodeprep
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -178,8 +179,8 @@ type NodeLabelOptions struct {
 	// MIGStrategy is GFD's MIG strategy for the MIG labels (MIGLabels),
 	// used only with GFD: MIGStrategyNone (or "") writes none.
 	MIGStrategy string
-	// Extra are the user's labels; they replace generated labels with the
-	// same key.
+	// Extra are the user's labels. One whose key nodeprep derives from
+	// facts (DerivedLabelSource) is refused, never applied over the fact.
 	Extra []k3s.Label
 }
 
@@ -187,9 +188,13 @@ type NodeLabelOptions struct {
 // by key: GFD's (when opts.GFD: GFDLabels with MIGLabels for
 // opts.MIGStrategy laid over them), nodeprep's own under nodeprep.dev/
 // (selftest, vulkan-adapters, and simulated=true for a simulated
-// inventory), then opts.Extra, which win over generated labels of the same
-// key. Errors are GFDLabels', an invalid Selftest value, and a key given
-// twice in opts.Extra with different values (marked fault.ErrMalformed).
+// inventory), then opts.Extra. Errors are GFDLabels', an invalid
+// Selftest value, a key given twice in opts.Extra with different values,
+// and a user label whose key nodeprep derives from facts
+// (DerivedLabelSource: nvidia.com/gpu.count=99 on a node with 8 GPUs,
+// nodeprep.dev/selftest=passed beside a failed self-test), all marked
+// fault.ErrMalformed: a label that says what the node is not must not
+// reach the cluster silently.
 func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) {
 	m := map[string]string{}
 	if opts.GFD {
@@ -221,6 +226,9 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 	if inv != nil && inv.Simulated {
 		m[LabelSimulated] = "true"
 	}
+	if err := checkUserLabels(opts.Extra, opts.GFD, m); err != nil {
+		return nil, err
+	}
 	extra := map[string]string{}
 	for _, l := range opts.Extra {
 		if v, ok := extra[l.Key]; ok && v != l.Value {
@@ -232,6 +240,62 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 		m[l.Key] = l.Value
 	}
 	return labelsOf(m)
+}
+
+// CheckUserLabels refuses user labels whose key nodeprep derives from facts
+// (DerivedLabelSource; gfd: the GFD labels are on), before anything runs.
+// The error, marked fault.ErrMalformed, names each label and what the key
+// is derived from.
+func CheckUserLabels(labels []k3s.Label, gfd bool) error {
+	return checkUserLabels(labels, gfd, nil)
+}
+
+// checkUserLabels is CheckUserLabels quoting the derived values in derived.
+func checkUserLabels(labels []k3s.Label, gfd bool, derived map[string]string) error {
+	var refused []error
+	for _, l := range labels {
+		src := DerivedLabelSource(l.Key, gfd)
+		if src == "" {
+			continue
+		}
+		now := ""
+		if v, ok := derived[l.Key]; ok {
+			now = fmt.Sprintf(" (%q on this node)", v)
+		} else if derived != nil {
+			now = " (not set on this node)"
+		}
+		refused = append(refused, fmt.Errorf("label %s: nodeprep derives %s from %s%s; a user label cannot replace it", l, l.Key, src, now))
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	if gfd {
+		refused = append(refused, errors.New("drop the label, or turn off the GFD labels (--gfd-labels=false) when GPU Feature Discovery owns the nvidia.com/ labels"))
+	}
+	return fault.Malformed(errors.Join(refused...))
+}
+
+// DerivedLabelSource names what nodeprep derives the label key from ("the
+// self-test", "the inventory"), or returns "" for a key it does not derive:
+// its own nodeprep.dev/ keys (LabelSelftest, LabelVulkanAdapters,
+// LabelSimulated) always, and, when gfd is set, GFD's nvidia.com/gpu.*,
+// nvidia.com/cuda.*, nvidia.com/mig.* and nvidia.com/mig-* keys (GFD's
+// labelers; MIGLabels), which then come from NVML.
+func DerivedLabelSource(key string, gfd bool) string {
+	switch key {
+	case LabelSelftest, LabelVulkanAdapters:
+		return "the self-test"
+	case LabelSimulated:
+		return "the inventory (--simulate)"
+	}
+	if gfd {
+		for _, p := range []string{"nvidia.com/gpu.", "nvidia.com/cuda.", "nvidia.com/mig.", "nvidia.com/mig-"} {
+			if strings.HasPrefix(key, p) {
+				return "the inventory (GFD labels)"
+			}
+		}
+	}
+	return ""
 }
 
 // DefaultTaint returns nodeprep's default taint, nvidia.com/gpu=present:NoSchedule:

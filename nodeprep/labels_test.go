@@ -155,7 +155,7 @@ func TestGFDLabelsEdges(t *testing.T) {
 func TestNodeLabels(t *testing.T) {
 	t.Parallel()
 	n := 3
-	extra := []k3s.Label{{Key: "nvidia.com/gpu.product", Value: "custom"}, {Key: "site", Value: "lab"}}
+	extra := []k3s.Label{{Key: "nodeprep.dev/site", Value: "lab-2"}, {Key: "site", Value: "lab"}}
 	ls, err := NodeLabels(handInventory(), NodeLabelOptions{GFD: true, Selftest: SelftestPassed, VulkanAdapters: &n, Extra: extra})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestNodeLabels(t *testing.T) {
 	for k, v := range map[string]string{
 		"nodeprep.dev/selftest":        "passed",
 		"nodeprep.dev/vulkan-adapters": "3",
-		"nvidia.com/gpu.product":       "custom",
+		"nodeprep.dev/site":            "lab-2",
 		"site":                         "lab",
 	} {
 		if m[k] != v {
@@ -234,4 +234,43 @@ func TestNodeLabelsLongProductName(t *testing.T) {
 		}
 	}
 	t.Errorf("no %s label in %v", LabelGPUProduct, labels)
+}
+
+// TestNodeLabelsRefuseDerivedKeys: a user label cannot replace one nodeprep
+// derives from facts (issue 22: --label nvidia.com/gpu.count=99 replaced
+// the real count, nodeprep.dev/selftest=passed stood beside the unhealthy
+// taint); with the GFD labels off, nvidia.com/ keys are the user's.
+func TestNodeLabelsRefuseDerivedKeys(t *testing.T) {
+	t.Parallel()
+	n := 1
+	tests := []struct {
+		label string
+		gfd   bool
+		want  string // "" for accepted
+	}{
+		{"nvidia.com/gpu.count=99", true, `nodeprep derives nvidia.com/gpu.count from the inventory (GFD labels) ("2" on this node)`},
+		{"nvidia.com/gpu.product=custom", true, "nvidia.com/gpu.product from the inventory"},
+		{"nvidia.com/mig.strategy=single", true, "(not set on this node)"},
+		{"nodeprep.dev/selftest=passed", true, `nodeprep derives nodeprep.dev/selftest from the self-test ("failed" on this node)`},
+		{"nodeprep.dev/selftest=passed", false, "from the self-test"},
+		{"nodeprep.dev/vulkan-adapters=8", false, "from the self-test"},
+		{"nodeprep.dev/simulated=false", false, "--simulate"},
+		{"nvidia.com/gpu.count=99", false, ""},
+		{"nodeprep.dev/rack=r1", true, ""},
+	}
+	for _, tt := range tests {
+		extra, err := k3s.ParseLabels([]string{tt.label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := NodeLabels(handInventory(), NodeLabelOptions{GFD: tt.gfd, Selftest: SelftestFailed, VulkanAdapters: &n, Extra: extra})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s (gfd %v): %v, want accepted", tt.label, tt.gfd, err)
+		case tt.want == "" && labelMap(ls)[extra[0].Key] != extra[0].Value:
+			t.Errorf("%s (gfd %v): labels %v", tt.label, tt.gfd, ls)
+		case tt.want != "" && (!errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s (gfd %v): %v, want malformed naming %q", tt.label, tt.gfd, err, tt.want)
+		}
+	}
 }

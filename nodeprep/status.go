@@ -3,40 +3,112 @@ package nodeprep
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
-// writeOutputs writes the status file and, when set, the metrics file,
-// each atomically. Write errors are marked fault.ErrCantWrite; an encoding
-// error (a bug) is returned as is.
+// writeOutputs writes the status file, then the metrics file when set,
+// each atomically, so that what they say is the verdict reached: a write
+// that fails makes a ready run not ready ("not ready: writing …"), and a
+// file already written with "ready" is written again with that verdict.
+// When the status file said ready and cannot be rewritten, it is removed
+// (health then finds no baseline, so no one reads "ready" from it). Write
+// errors are marked fault.ErrCantWrite; an encoding error (a bug) is
+// returned as is.
 func (u *upRun) writeOutputs() error {
+	serr := u.writeStatus()
+	if serr != nil {
+		u.notReady(serr)
+	}
+	merr := u.writeMetrics()
+	if merr != nil && serr == nil && u.notReady(merr) {
+		if err := u.writeStatus(); err != nil {
+			if rerr := u.host.RemoveFile(u.opts.StatusFile); rerr != nil {
+				merr = errors.Join(merr, fmt.Errorf("the status file still says ready: %w", rerr))
+			}
+		}
+	}
+	return errors.Join(serr, merr)
+}
+
+// notReady makes the report not ready for err, an output that could not
+// be written, when it was ready; it reports whether it was.
+func (u *upRun) notReady(err error) bool {
 	r := u.report
-	if u.opts.StatusFile != "" {
-		data, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encoding status %q: %w", u.opts.StatusFile, err)
-		}
-		if err := u.host.WriteFile(u.opts.StatusFile, append(data, '\n'), hostfs.WriteOptions{Mode: 0o644, MkdirAll: true}); err != nil {
-			return err
-		}
+	if r.stageErr == nil {
+		r.stageErr = err
 	}
-	if u.opts.MetricsFile != "" {
-		data, err := Metrics(r, u.opts.Now())
-		if err != nil {
-			return fmt.Errorf("encoding metrics %q: %w", u.opts.MetricsFile, err)
-		}
-		if err := u.host.WriteFile(u.opts.MetricsFile, data, hostfs.WriteOptions{Mode: 0o644}); err != nil {
-			return err
-		}
+	if !r.Ready {
+		return false
 	}
-	return nil
+	// k3s.service requires nodeprep.service, which now fails: the node
+	// does not join, whatever the stages said.
+	r.Ready = false
+	r.Verdict = "not ready: " + err.Error()
+	return true
+}
+
+func (u *upRun) writeStatus() error {
+	if u.opts.StatusFile == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(u.report, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding status %q: %w", u.opts.StatusFile, err)
+	}
+	return u.host.WriteFile(u.opts.StatusFile, append(data, '\n'), hostfs.WriteOptions{Mode: 0o644, MkdirAll: true})
+}
+
+func (u *upRun) writeMetrics() error {
+	if u.opts.MetricsFile == "" {
+		return nil
+	}
+	data, err := Metrics(u.report, u.opts.Now())
+	if err != nil {
+		return fmt.Errorf("encoding metrics %q: %w", u.opts.MetricsFile, err)
+	}
+	return u.host.WriteFile(u.opts.MetricsFile, data, hostfs.WriteOptions{Mode: 0o644})
+}
+
+// Output is one file an up or health run writes, for CheckOutputs.
+type Output struct {
+	What string // "status file", "metrics file", "k3s drop-in"
+	Path string // host path; "" for none
+}
+
+// CheckOutputs checks the output paths an up or health run is given before
+// anything runs: each is a file path (not ending in "/", which names a
+// directory) and no two are the same file, since two outputs at one path
+// would leave one overwriting the other (status.json holding Prometheus
+// text). Errors are marked fault.ErrUsage and name the paths.
+func CheckOutputs(outputs ...Output) error {
+	var errs []error
+	seen := map[string]string{}
+	for _, o := range outputs {
+		if o.Path == "" {
+			continue
+		}
+		if strings.HasSuffix(o.Path, "/") || path.Base(o.Path) == "." || path.Base(o.Path) == ".." {
+			errs = append(errs, fmt.Errorf("%s %q names a directory: want a file path, such as %s", o.What, o.Path, path.Join(path.Clean(o.Path), "status.json")))
+			continue
+		}
+		c := path.Clean(o.Path)
+		if other, ok := seen[c]; ok {
+			errs = append(errs, fmt.Errorf("%s and %s are both %s: two outputs cannot share one file", other, o.What, c))
+			continue
+		}
+		seen[c] = o.What
+	}
+	return fault.Usage(errors.Join(errs...))
 }
 
 // Metrics renders the report in the Prometheus text format (version

@@ -218,6 +218,9 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	if err := CheckPolicy(opts.OnSelftestFailure); err != nil {
 		return nil, fault.Usage(err)
 	}
+	if err := CheckOutputs(Output{"status file", opts.StatusFile}, Output{"metrics file", opts.MetricsFile}, Output{"k3s drop-in", opts.Join.DropInPath()}); err != nil {
+		return nil, err
+	}
 	u := &upRun{host: host, opts: opts, report: &Report{
 		Version: opts.Version, StartedAt: opts.Now().UTC(), StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile,
 		FilesChanged: []string{},
@@ -255,15 +258,6 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		r.Verdict = "ready"
 	}
 	err := u.writeOutputs()
-	if err != nil {
-		// k3s.service requires nodeprep.service, which now fails: the
-		// node does not join, whatever the stages said.
-		r.Ready = false
-		r.Verdict = "not ready: " + err.Error()
-		if r.stageErr == nil {
-			r.stageErr = err
-		}
-	}
 	if r.Ready {
 		u.notify("READY=1\nSTATUS=" + r.Verdict)
 	} else {

@@ -46,7 +46,7 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.k3sDataDir, "k3s-data-dir", "", "k3s's data-dir when no k3s file, --k3s-arg or $K3S_DATA_DIR sets one (default "+k3s.DefaultDataDir+")")
 	f.StringVar(&o.k3sEnvFile, "k3s-env-file", "", "host path of the k3s service's EnvironmentFile (its K3S_CONFIG_FILE and K3S_DATA_DIR count)")
 	f.StringVar(&o.dropIn, "drop-in", "", "file name nodeprep writes in the drop-in directory (default "+k3s.DefaultDropIn+")")
-	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; replaces a generated label of the same key)")
+	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; a key nodeprep derives, such as nvidia.com/gpu.count or nodeprep.dev/selftest, is refused)")
 	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
 	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x; a first word server or agent names the subcommand, default agent)")
 	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
@@ -96,7 +96,10 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	if err := k3s.CheckUnique(userLabels, nodeprep.NodeTaints(defaultTaint, userTaints)); err != nil {
 		return joinSettings{}, err
 	}
-	gfd := cfg.GFDLabels == nil || *cfg.GFDLabels
+	gfd := flagOr(fs, "gfd-labels", o.gfdLabels, cfg.GFDLabels == nil || *cfg.GFDLabels)
+	if err := nodeprep.CheckUserLabels(userLabels, gfd); err != nil {
+		return joinSettings{}, err
+	}
 	return joinSettings{
 		opts: k3s.Options{
 			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, cfg.K3sConfig),
@@ -108,7 +111,7 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
 		},
-		gfd:   flagOr(fs, "gfd-labels", o.gfdLabels, gfd),
+		gfd:   gfd,
 		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),
 		extra: userLabels,
 	}, nil

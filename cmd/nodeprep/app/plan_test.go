@@ -67,6 +67,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{name: "up, cdi.deviceNames: []", config: "cdi:\n  deviceNames: []\n", args: []string{"up", "--simulate", "dgx-h200"}, code: 65, stderr: "cdi.deviceNames"},
 		{name: "up, a label key twice", args: []string{"up", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
 		{name: "up, a taint key twice", args: []string{"up", "--simulate", "dgx-h200", "--taint", "d=a:NoSchedule", "--taint", "d=b:NoSchedule"}, code: 65, stderr: "unique by key and effect"},
+		// issue 22: a user label replaced a label nodeprep derives from facts.
+		{name: "up, a derived GFD label", args: []string{"up", "--simulate", "dgx-h200", "--label", "nvidia.com/gpu.count=99"}, code: 65, stderr: "nodeprep derives nvidia.com/gpu.count from the inventory"},
+		{name: "up, the self-test label", args: []string{"up", "--simulate", "dgx-h200", "--on-selftest-failure", "taint", "--label", "nodeprep.dev/selftest=passed"}, code: 65, stderr: "nodeprep derives nodeprep.dev/selftest from the self-test"},
+		{name: "join, a derived label in the config", config: "join:\n  labels: [nvidia.com/gpu.product=custom]\n", args: []string{"join", "--simulate", "dgx-h200"}, code: 65, stderr: "nvidia.com/gpu.product"},
 		{name: "join, a label key twice", args: []string{"join", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
 		{name: "cdi patch, a bad join section", config: "join:\n  taints: [gpu=x:NoScheduled]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.taints"},
 		{name: "cdi patch, a join label twice", config: "join:\n  labels: [site=a, site=b]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.labels"},
