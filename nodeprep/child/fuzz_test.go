@@ -10,7 +10,7 @@ import (
 // FuzzReadReports feeds arbitrary bytes through the report pipe's reader:
 // every "report <data>" line comes out as data, in order, every
 // "crash <signal> <library>" line as a Crash, nothing else does, and no
-// line is kept beyond maxReport.
+// line is kept beyond MaxReport.
 func FuzzReadReports(f *testing.F) {
 	f.Add([]byte("report vulkan {}\nreport egl {}\n"))
 	f.Add([]byte("noise\ncrash SIGSEGV /lib/x.so\nreport a"))
@@ -31,14 +31,14 @@ func FuzzReadReports(f *testing.F) {
 				crashes++
 				continue
 			}
-			if len(ev.report) > maxReport {
-				t.Fatalf("a report of %d bytes: over the %d-byte bound", len(ev.report), maxReport)
+			if len(ev.report) > MaxReport {
+				t.Fatalf("a report of %d bytes: over the %d-byte bound", len(ev.report), MaxReport)
 			}
 			reports = append(reports, ev.report)
 		}
 		r.Close()
 		// The same lines, split by hand (the inputs are far below
-		// maxReport).
+		// MaxReport).
 		var want [][]byte
 		wantCrashes := 0
 		lines := strings.Split(string(data), "\n")

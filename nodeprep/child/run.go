@@ -31,10 +31,15 @@ const idEnv = "NODEPREP_CHILD_ID"
 // Defaults of a Spec.
 const (
 	DefaultGrace = time.Second // Spec.Grace
-	maxReport    = 8 << 20     // the longest report line read, bytes
 	drainWait    = 100 * time.Millisecond
 	killWait     = time.Second // how long a SIGKILLed process may take to go
 )
+
+// MaxReport is the longest report line Run reads, in bytes (8 MiB: an
+// NVML inventory of 8 GPUs is about 10 KiB); a longer line is cut there
+// and Result.ReportTooLarge is set, so the caller says the report was too
+// large instead of failing to decode it.
+const MaxReport = 8 << 20
 
 // Spec says how to run one child.
 type Spec struct {
@@ -94,6 +99,9 @@ type Result struct {
 	Reports [][]byte
 	// Crash is set when the crash handler reported a fatal signal.
 	Crash *Crash
+	// ReportTooLarge is set when a report line was longer than MaxReport
+	// and was cut: the child did not crash, its report is not usable.
+	ReportTooLarge bool
 	// Output is Spec.Output (what the child printed, bounded).
 	Output *Capture
 	// Escaped counts the descendants that outlived the child and were
@@ -202,6 +210,7 @@ wait:
 				res.Crash = ev.crash
 			case len(res.Reports) < want: // more lines than asked for are dropped
 				res.Reports = append(res.Reports, ev.report)
+				res.ReportTooLarge = res.ReportTooLarge || ev.cut
 				if len(res.Reports) == want {
 					if grace < 0 {
 						kill(EndReported)
@@ -243,6 +252,7 @@ wait:
 			res.Crash = ev.crash
 		} else if len(res.Reports) < want {
 			res.Reports = append(res.Reports, ev.report)
+			res.ReportTooLarge = res.ReportTooLarge || ev.cut
 		}
 	}
 	if len(res.Reports) > 0 {
@@ -289,20 +299,21 @@ func drain(r *os.File, c *Capture) {
 
 type reportLine struct {
 	report []byte
+	cut    bool // the line was longer than MaxReport
 	crash  *Crash
 }
 
 // readReports sends each line of the report pipe (lines longer than
-// maxReport are cut) and closes events at EOF or on an error.
+// MaxReport are cut, and marked) and closes events at EOF or on an error.
 func readReports(r *os.File, events chan<- reportLine) {
 	defer close(events)
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
-		line, err := readLine(br, maxReport)
+		line, cut, err := readLine(br, MaxReport)
 		if kind, rest, ok := strings.Cut(string(line), " "); ok && (err == nil || len(rest) > 0) {
 			switch kind {
 			case "report":
-				events <- reportLine{report: []byte(strings.TrimSpace(rest))}
+				events <- reportLine{report: []byte(strings.TrimSpace(rest)), cut: cut}
 			case "crash":
 				sig, lib, _ := strings.Cut(strings.TrimSpace(rest), " ")
 				events <- reportLine{crash: &Crash{Signal: sig, Library: lib}}
@@ -314,16 +325,21 @@ func readReports(r *os.File, events chan<- reportLine) {
 	}
 }
 
-// readLine reads one line, keeping at most limit bytes of it.
-func readLine(br *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
+// readLine reads one line, keeping at most limit bytes of it; cut says
+// that the line (without its newline) was longer.
+func readLine(br *bufio.Reader, limit int) (line []byte, cut bool, err error) {
+	total := 0
 	for {
 		part, err := br.ReadSlice('\n')
+		total += len(part)
 		if len(line) < limit {
 			line = append(line, part[:min(len(part), limit-len(line))]...)
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
-			return bytes.TrimSuffix(line, []byte("\n")), err
+			if err == nil {
+				total-- // the newline
+			}
+			return bytes.TrimSuffix(line, []byte("\n")), total > limit, err
 		}
 	}
 }

@@ -262,6 +262,16 @@ func TestBuildGPUFaults(t *testing.T) {
 		{"UUID in another form", 6, func(_ *server.Server, d *server.Device) {
 			d.GetUUIDFunc = func() (string, nvml.Return) { return "GPU-{00000000-0000-0000-0000-000000000006}", nvml.SUCCESS }
 		}, []string{`NVML reported a malformed UUID "GPU-{00000000-0000-0000-0000-000000000006}"`}, nil},
+		// issue 22: an empty UUID with success showed as "-" with health ok.
+		{"empty UUID with success", 2, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.SUCCESS }
+		}, []string{"NVML reported no UUID (an empty string): want GPU- and an RFC 9562 UUID"}, nil},
+		{"UUID not supported", 2, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_SUPPORTED }
+		}, []string{"NVML reported no UUID (an empty string): want GPU- and an RFC 9562 UUID"}, nil},
+		{"UUID query fails", 2, func(_ *server.Server, d *server.Device) {
+			d.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
+		}, []string{"reading UUID: ERROR_UNKNOWN"}, nil},
 		{"malformed bus id", 3, func(_ *server.Server, d *server.Device) {
 			d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{}, nvml.SUCCESS }
 		}, []string{`reading PCI info: malformed PCI bus id "": no function`}, nil},
@@ -322,6 +332,24 @@ func TestBuildDuplicateUUIDs(t *testing.T) {
 	}
 	if n := len(inv.Healthy()); n != 6 {
 		t.Errorf("%d healthy GPUs, want 6", n)
+	}
+}
+
+// TestBuildAllUUIDsEmpty: every GPU reporting an empty UUID with success
+// leaves no healthy GPU (issue 22: inspect showed 8 healthy GPUs with
+// UUID "-").
+func TestBuildAllUUIDsEmpty(t *testing.T) {
+	t.Parallel()
+	s := simulated(t, "dgx-a100")
+	for i := range 8 {
+		device(s, i).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.SUCCESS }
+	}
+	inv, err := Build(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(inv.Healthy()); n != 0 {
+		t.Errorf("%d healthy GPUs with empty UUIDs, want 0", n)
 	}
 }
 

@@ -31,6 +31,10 @@ var (
 	ErrCrashed = errors.New("NVML crashed")
 	// ErrCancelled: nodeprep was asked to stop (SIGTERM) while NVML ran.
 	ErrCancelled = errors.New("cancelled while reading NVML")
+	// ErrReportTooLarge: the NVML child's inventory was longer than
+	// child.MaxReport (tens of thousands of GPUs): it did not crash, and
+	// nothing of it is used.
+	ErrReportTooLarge = errors.New("NVML inventory report too large")
 )
 
 // Child says how to start the NVML child: Path and Args are the command
@@ -153,6 +157,7 @@ func (r *replyError) err() error {
 // Errors: those of FromNVML (rebuilt: errors.Is finds the same sentinels
 // and nvml.Return); ErrHung after the timeout, ErrCancelled when ctx
 // ends, ErrCrashed when the child died or exited without an inventory,
+// ErrReportTooLarge when its report was longer than child.MaxReport,
 // each marked fault.ErrUnavailable and quoting what the child printed.
 func FromNVMLChild(ctx context.Context, c Child, libraryPath string, timeout time.Duration) (*Inventory, error) {
 	if timeout <= 0 {
@@ -167,6 +172,9 @@ func FromNVMLChild(ctx context.Context, c Child, libraryPath string, timeout tim
 		lib = DefaultLibrary
 	}
 	res := child.Run(ctx, child.Spec{Path: c.Path, Args: append(append([]string{}, c.Args...), string(req)), Env: c.Env, Timeout: timeout})
+	if res.ReportTooLarge && res.Crash == nil {
+		return nil, fault.Unavailable(fmt.Errorf("%w: the NVML child's report (%s) was longer than the %d MiB nodeprep reads (child.MaxReport), so nothing of it is used; an 8-GPU inventory is about 10 KiB, so NVML reported far more GPUs than a node has", ErrReportTooLarge, lib, child.MaxReport>>20))
+	}
 	if res.Report != nil && res.Crash == nil {
 		var reply inventoryReply
 		dec := json.NewDecoder(strings.NewReader(string(res.Report)))

@@ -70,6 +70,17 @@ func TestNVMLFaults(t *testing.T) {
 		}
 	})
 
+	// issue 22: an inventory over child.MaxReport was "NVML crashed: …
+	// unexpected EOF"; the child did not crash.
+	t.Run("report too large", func(t *testing.T) {
+		t.Parallel()
+		env := append(os.Environ(), childEnv+"=1", "FAKE_NVML_COUNT=30000")
+		inv, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: env}, lib, time.Minute)
+		if inv != nil || !errors.Is(err, ErrReportTooLarge) || errors.Is(err, ErrCrashed) || !strings.Contains(err.Error(), "report too large") {
+			t.Fatalf("FromNVMLChild(30000 GPUs) = %v, %v; want ErrReportTooLarge, not a crash", inv, err)
+		}
+	})
+
 	t.Run("cancelled", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())

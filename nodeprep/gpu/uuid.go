@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,8 +48,12 @@ func checkUUIDs(inv *Inventory) {
 		g.UUID = printable(raw)
 		var reasons []string
 		switch first, dup := seen[raw]; {
-		case raw == "":
+		case raw == "" && slices.ContainsFunc(g.Health.Reasons, func(r string) bool { return r == ReasonLost || strings.HasPrefix(r, "reading UUID") }):
 			// The UUID query failed: its reason is already there.
+		case raw == "":
+			// NVML said success (or not supported) and gave no UUID: a GPU
+			// no one can ask for by UUID, and not "-" with health ok.
+			reasons = append(reasons, "NVML reported no UUID (an empty string): want GPU- and an RFC 9562 UUID")
 		case !ValidUUID(raw):
 			reasons = append(reasons, fmt.Sprintf("NVML reported a malformed UUID %q", raw))
 		case dup:

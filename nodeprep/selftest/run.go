@@ -366,6 +366,9 @@ func runChild(ctx context.Context, o *options, reqs ...ProbeRequest) (map[API][]
 			lines[API(api)] = data
 		}
 	}
+	if res.ReportTooLarge && res.Crash == nil {
+		return nil, res, &Reason{Kind: ReasonBadOutput, Message: fmt.Sprintf("report too large: a probe report was longer than the %d MiB nodeprep reads (child.MaxReport); the child did not crash", child.MaxReport>>20)}
+	}
 	if len(lines) >= len(reqs) && res.Crash == nil {
 		return lines, res, nil
 	}
@@ -376,13 +379,38 @@ func runChild(ctx context.Context, o *options, reqs ...ProbeRequest) (map[API][]
 	case child.EndCancelled:
 		return lines, res, &Reason{Kind: ReasonCancelled, Message: msg}
 	case child.EndSignaled:
-		return lines, res, &Reason{Kind: ReasonCrashed, Message: msg}
+		return lines, res, &Reason{Kind: ReasonCrashed, Message: res.Describe(o.timeout) + sigbusCause(res, o.cacheDir) + res.Note()}
 	case child.EndExited:
 		if res.ExitCode == 0 {
 			msg = "exited without printing a report" + res.Note()
 		}
 	}
 	return lines, res, &Reason{Kind: ReasonBadOutput, Message: msg}
+}
+
+// minCacheFree is the free space under the shader cache below which a
+// SIGBUS is put down to a full file system.
+const minCacheFree = 1 << 20
+
+// sigbusCause names the likely cause of a probe's SIGBUS when the shader
+// cache's file system is (nearly) full: the drivers grow their cache
+// files and write them through shared mappings (Mesa's disk cache), and a
+// page that cannot be allocated on a full file system (a tmpfs /run) is a
+// SIGBUS, not an error return. It returns "" otherwise.
+func sigbusCause(res *child.Result, cacheDir string) string {
+	bus := res.Signal == syscall.SIGBUS || res.Crash != nil && res.Crash.Signal == "SIGBUS"
+	if !bus || cacheDir == "" {
+		return ""
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(cacheDir, &st) != nil {
+		return ""
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	if free >= minCacheFree {
+		return ""
+	}
+	return fmt.Sprintf(" (the shader cache's file system is full: %d KiB free under %s; a driver writing its cache through a mapping is killed by SIGBUS there: free space under /run or remove the cache)", free>>10, cacheDir)
 }
 
 // SignalName names a signal as the kernel headers do ("SIGSEGV"); unknown

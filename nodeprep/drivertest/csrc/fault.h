@@ -1,7 +1,10 @@
 /* The faults every fake driver can act out, chosen by FAKE_FAULT at the
  * point the fake calls np_fault(). */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -60,4 +63,19 @@ static void np_fault(const char *who) {
 	}
 	if (strcmp(f, "message") == 0)
 		fprintf(stderr, "%s: unable to open libnvidia-glvkspirv.so.999: No such file or directory\n", who);
+	if (strcmp(f, "sigbus") == 0) {
+		/* As Mesa's disk cache does: a file in the shader cache grown
+		 * with ftruncate and written through a shared mapping. On a
+		 * full file system the page cannot be allocated: SIGBUS. */
+		const char *dir = getenv("MESA_SHADER_CACHE_DIR");
+		char p[4096];
+		snprintf(p, sizeof p, "%s/fake_cache", dir != NULL ? dir : "/tmp");
+		int fd = open(p, O_RDWR | O_CREAT, 0600);
+		if (fd >= 0 && ftruncate(fd, 1 << 20) == 0) {
+			char *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (m != MAP_FAILED)
+				memset(m, 'x', 1 << 20);
+		}
+		fprintf(stderr, "%s: wrote the shader cache file %s\n", who, p);
+	}
 }

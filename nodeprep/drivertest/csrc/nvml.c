@@ -1,4 +1,4 @@
-/* A fake NVML with one GPU. FAKE_FAULT happens in nvmlInit_v2 when
+/* A fake NVML with one GPU (FAKE_NVML_COUNT: that many, all alike). FAKE_FAULT happens in nvmlInit_v2 when
  * FAKE_NVML_AT=init, in nvmlDeviceGetName when FAKE_NVML_AT=query. It
  * has only the functions below: every other query the inventory makes
  * (brand, PCI info, memory, ...) is a symbol it lacks. */
@@ -22,7 +22,12 @@ nvmlReturn_t nvmlShutdown(void) { return 0; }
 const char *nvmlErrorString(nvmlReturn_t r) { return r == 0 ? "Success" : "Unknown Error"; }
 nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned n) { snprintf(v, n, "999.1.2"); return 0; }
 nvmlReturn_t nvmlSystemGetNVMLVersion(char *v, unsigned n) { snprintf(v, n, "12.999.1.2"); return 0; }
-nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *c) { *c = 1; return 0; }
+/* FAKE_NVML_COUNT GPUs (default 1), all the same fake device. */
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *c) {
+	const char *n = getenv("FAKE_NVML_COUNT");
+	*c = n != NULL ? (unsigned)atoi(n) : 1;
+	return 0;
+}
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) { (void)i; *d = &np_dev; return 0; }
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *v, unsigned n) {
 	(void)d;
