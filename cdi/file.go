@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	udiff "github.com/aymanbagabas/go-udiff"
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -161,6 +163,9 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	if len(changes) == 0 {
 		return plan, nil // nothing to write, whatever the findings say
 	}
+	if err := checkUTF8(old); err != nil {
+		return nil, fault.Malformed(fmt.Errorf("patching CDI spec %q: %w", opts.Spec, err))
+	}
 	// A big spec is held at most twice at a time: the old bytes go once
 	// parsed, the spec once validated and encoded, and the old bytes come
 	// back from the file for the comparison and the diff.
@@ -198,6 +203,36 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 		plan.data = data
 	}
 	return plan, nil
+}
+
+// checkUTF8 refuses a spec that is not UTF-8 (a value such as
+// containerEdits.env "NODEPREP_BAD=\xff\xfe\xc3"): JSON and YAML text is
+// UTF-8 (RFC 8259 section 8.1, YAML 1.2 section 5.2), the decoders turn
+// each bad byte into U+FFFD, and writing the patched spec would change a
+// value nodeprep does not own without saying so. The error names the line,
+// the column and the string the first bad byte is in, escaped.
+func checkUTF8(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	at := 0
+	for at < len(data) {
+		r, n := utf8.DecodeRune(data[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	line := 1 + bytes.Count(data[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(data[:at], '\n')
+	// The quoted string (or line) the byte is in, at most 80 bytes a side.
+	start := max(bytes.LastIndexAny(data[:at], "\"\n")+1, at-80)
+	end := at + 80
+	if i := bytes.IndexAny(data[at:], "\"\n"); i >= 0 && at+i < end {
+		end = at + i
+	}
+	end = min(end, len(data))
+	return fmt.Errorf("byte 0x%02x at line %d, column %d is not UTF-8 (in %s): written back it would become U+FFFD, changing a value nodeprep does not patch, so nothing was written; a CDI spec is UTF-8 text (JSON: RFC 8259; YAML 1.2)", data[at], line, col, strconv.QuoteToASCII(string(data[start:end])))
 }
 
 // bigDiff is the file size above which unifiedDiff diffs only the changed

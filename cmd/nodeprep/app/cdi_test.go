@@ -92,6 +92,26 @@ func TestCDIExitCodes(t *testing.T) {
 			}
 			t.Cleanup(func() { unlock() })
 		}, want: 75, stderr: "held by another nodeprep"},
+		// issue 22: a value nodeprep does not patch held bytes that are not
+		// UTF-8, and the patch wrote them back as U+FFFD without a word.
+		{name: "env-not-utf8", scenario: "nixos-h200", args: []string{"cdi", "patch"}, prepare: func(t *testing.T, root string) {
+			p := filepath.Join(root, specRel)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = bytes.Replace(data, []byte(`"env": [`), []byte("\"env\": [\n      \"NODEPREP_BAD=\xff\xfe\xc3\","), 1)
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: 65, stderr: `byte 0xff at line 343, column 21 is not UTF-8 (in "NODEPREP_BAD=\xff\xfe\xc3")`},
+		{name: "env-not-utf8-dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, prepare: func(t *testing.T, root string) {
+			p := filepath.Join(root, specRel)
+			data, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, bytes.Replace(data, []byte(`"env": [`), []byte("\"env\": [\"A=\xc3\","), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, want: 65, stderr: "not UTF-8"},
 		// issue 22: a FIFO at the lock path blocked open() forever; it is
 		// refused at once, --wait or not.
 		{name: "lock-fifo", scenario: "nixos-h200", args: []string{"cdi", "patch", "--wait", "3s"}, prepare: func(t *testing.T, root string) {
