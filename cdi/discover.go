@@ -274,7 +274,7 @@ func (d *discoverer) manifests(role Role, kind manifest.Kind, pattern string, co
 }
 
 func (d *discoverer) readManifest(kind manifest.Kind, hostPath string) *manifest.Info {
-	data, err := d.host.ReadFile(hostPath)
+	data, err := d.host.ReadFileLimit(hostPath, manifest.MaxSize)
 	if err == nil {
 		var info *manifest.Info
 		if info, err = manifest.Parse(kind, data); err == nil {

@@ -78,7 +78,11 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 		// make today's GPUs the baseline) until `up` writes it again.
 		stopped = u.run(iInventory, func(st *StageResult) error {
 			st.Summary = "no GPU baseline"
-			return fault.CheckFailed(fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", opts.StatusFile, baselineErr))
+			err := fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", opts.StatusFile, baselineErr)
+			if errors.Is(baselineErr, hostfs.ErrTooLarge) {
+				return fault.Malformed(err)
+			}
+			return fault.CheckFailed(err)
 		})
 		u.opts.StatusFile = ""
 		u.report.StatusFile = ""
@@ -106,6 +110,12 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	return r, u.writeOutputs()
 }
 
+// MaxStatusSize is the largest status file health reads, in bytes (16
+// MiB: a report of 8 GPUs is about 40 KiB, and the inventory in it came
+// from a child report of at most child.MaxReport, 8 MiB). A larger one is
+// refused as malformed (exit 65) before it is read.
+const MaxStatusSize = 16 << 20
+
 // baseline is what health judges against: the GPUs the node booted with
 // and the verdict of the `up` that booted it.
 type baseline struct {
@@ -124,7 +134,7 @@ func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	if statusFile == "" {
 		return baseline{}, errors.New("no status file is configured")
 	}
-	data, err := host.ReadFile(statusFile)
+	data, err := host.ReadFileLimit(statusFile, MaxStatusSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return baseline{}, fmt.Errorf("%s does not exist: nodeprep up has not run", statusFile)
 	}

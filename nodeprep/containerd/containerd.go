@@ -194,12 +194,19 @@ type Report struct {
 // under dataDir: <dataDir>/agent/etc/containerd/config.toml.
 func ConfigPath(dataDir string) string { return path.Join(dataDir, configDir, configFile) }
 
+// MaxConfigSize is the largest containerd config.toml (or template) Load
+// reads, in bytes (4 MiB; k3s renders about 4 KiB): a larger one is
+// refused as malformed before it is read (a 2 GB sparse config.toml took
+// 8.5 GiB and 21 s to parse).
+const MaxConfigSize = 4 << 20
+
 // Load reads the containerd config k3s uses under opts.DataDir. It returns
 // (nil, "", nil) when k3s runs no containerd of its own (opts.Endpoint) or
 // when neither config.toml nor a template exists. When config.toml is
 // missing but a template exists, the template is read with its template
 // actions removed. The second result is the template's host path, if any.
-// Errors: unreadable (fault.ErrUnavailable) or malformed (fault.ErrMalformed).
+// Errors: unreadable (fault.ErrUnavailable) or malformed, also larger
+// than MaxConfigSize (fault.ErrMalformed).
 func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	if opts.Endpoint != "" {
 		return nil, "", nil
@@ -213,15 +220,17 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 		}
 	}
 	p := path.Join(dir, configFile)
-	data, err := root.ReadFile(p)
+	data, err := root.ReadFileLimit(p, MaxConfigSize)
 	if errors.Is(err, fs.ErrNotExist) && tmpl != "" {
 		p = tmpl
-		data, err = root.ReadFile(p)
+		data, err = root.ReadFileLimit(p, MaxConfigSize)
 		data = templateAction().ReplaceAll(data, nil)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, tmpl, nil
+	case errors.Is(err, hostfs.ErrTooLarge):
+		return nil, tmpl, fault.Malformed(fmt.Errorf("reading containerd config %q: %w", p, err))
 	case err != nil:
 		return nil, tmpl, fault.Unavailable(fmt.Errorf("reading containerd config %q: %w", p, err))
 	}

@@ -130,16 +130,20 @@ func (r *Root) Exists(hostPath string) bool {
 // device or socket.
 var ErrNotRegular = errors.New("not a regular file")
 
+// MaxFileSize is the most ReadFile reads of any file, in bytes (64 MiB,
+// the size a CDI spec may have, cdi.MaxSpecSize): a larger file is
+// refused with ErrTooLarge before anything is read, so no file nodeprep
+// reads (a 2 GB sparse manifest, say) can take its size in memory. Files
+// with a smaller limit of their own are read with ReadFileLimit.
+const MaxFileSize = 64 << 20
+
 // ReadFile reads the regular file hostPath names, following symlinks inside
-// the root. Anything else (a directory, a FIFO, a device) gives an error
-// wrapping ErrNotRegular; a FIFO is opened without blocking, so a FIFO in
-// place of a spec or config cannot hang a boot.
+// the root, of at most MaxFileSize bytes (else an error wrapping
+// ErrTooLarge). Anything else (a directory, a FIFO, a device) gives an
+// error wrapping ErrNotRegular; a FIFO is opened without blocking, so a
+// FIFO in place of a spec or config cannot hang a boot.
 func (r *Root) ReadFile(hostPath string) ([]byte, error) {
-	p, err := r.Path(hostPath)
-	if err != nil {
-		return nil, err
-	}
-	return ReadRegularFile(p)
+	return r.ReadFileLimit(hostPath, MaxFileSize)
 }
 
 // ErrTooLarge is returned (wrapped) by ReadFileLimit for a file larger
@@ -159,10 +163,12 @@ func (r *Root) ReadFileLimit(hostPath string, limit int64) ([]byte, error) {
 }
 
 // ReadRegularFile reads the regular file at path on this machine (not under
-// a root), with ReadFile's refusal of anything else.
-func ReadRegularFile(path string) ([]byte, error) { return readRegular(path, -1) }
+// a root), with ReadFileLimit's refusals of anything else and of a file
+// over limit bytes.
+func ReadRegularFile(path string, limit int64) ([]byte, error) { return readRegular(path, limit) }
 
-// readRegular reads the regular file at path; limit < 0 means no limit.
+// readRegular reads the regular file at path, of at most limit bytes
+// (also when it grows while it is read).
 func readRegular(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ENXIO) { // a socket cannot be opened at all
@@ -181,8 +187,8 @@ func readRegular(path string, limit int64) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
 	}
-	if limit >= 0 && st.Size() > limit {
-		return nil, fmt.Errorf("%s has %d bytes, more than the %d this file may have: %w", path, st.Size(), limit, ErrTooLarge)
+	if st.Size() > limit {
+		return nil, tooLarge(path, st.Size(), limit)
 	}
 	// One buffer of the file's size (and a little to see the end):
 	// io.ReadAll's doubling would hold up to twice a big spec.
@@ -196,10 +202,29 @@ func readRegular(path string, limit int64) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if int64(len(buf)) > limit {
+			return nil, tooLarge(path, int64(len(buf)), limit)
+		}
 		if len(buf) == cap(buf) { // the file grew while we read it
 			buf = append(buf, 0)[:len(buf)]
 		}
 	}
+}
+
+// tooLarge is the ErrTooLarge error for a file of size bytes over limit.
+func tooLarge(path string, size, limit int64) error {
+	return fmt.Errorf("%s has %d bytes, more than the %s this file may have: %w", path, size, sizeText(limit), ErrTooLarge)
+}
+
+// sizeText writes a limit in MiB or KiB when it is a whole number of them.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // ReadDir lists the directory hostPath names, sorted by name.

@@ -407,7 +407,7 @@ func checkICDs(paths []string, defaultSearch bool) []ICDCheck {
 	var out []ICDCheck
 	for _, f := range files {
 		c := ICDCheck{Manifest: f}
-		data, err := os.ReadFile(f)
+		data, err := manifest.ReadFile(f)
 		if err == nil {
 			c.Library, err = parseICDManifest(data)
 		}

@@ -125,16 +125,16 @@ func (g *globals) setup(cmd *cobra.Command) error {
 		name = g.configPath
 	)
 	if name == "" {
-		data, err = host.ReadFile(nodeprep.DefaultConfigPath)
+		data, err = host.ReadFileLimit(nodeprep.DefaultConfigPath, nodeprep.MaxConfigSize)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		name = g.configName()
 	} else {
-		data, err = hostfs.ReadRegularFile(name)
+		data, err = hostfs.ReadRegularFile(name, nodeprep.MaxConfigSize)
 	}
 	switch {
-	case errors.Is(err, hostfs.ErrNotRegular):
+	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, hostfs.ErrTooLarge):
 		return fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
 	case err != nil:
 		return fault.Unavailable(fmt.Errorf("reading config %q: %w", name, err))
