@@ -6,7 +6,11 @@
 # of the probe children), and processes left behind. The fakes are the C
 # sources the Go fault tests build (nodeprep/drivertest/csrc). With
 # --update FILE the table replaces the lines between
-# <!-- faults:begin --> and <!-- faults:end --> in FILE.
+# <!-- faults:begin --> and <!-- faults:end --> in FILE, and the host
+# fault table (hosttable: a FIFO at the lock, links planted in the shader
+# cache, full file systems, two outputs at one path, derived labels, NVML
+# UUIDs and reports, huge sparse files; --host prints only it) those
+# between <!-- hostfaults:begin --> and <!-- hostfaults:end -->.
 # Needs: gcc, jq, Mesa's lavapipe and EGL (`make deps`), bin/nodeprep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +20,14 @@ command -v jq >/dev/null || { echo "faults: jq not found (apt-get install jq)" >
 lvp=${VK_DRIVER_FILES:-$(ls /usr/share/vulkan/icd.d/lvp_icd.*.json 2>/dev/null | head -n1)}
 mesa=${__EGL_VENDOR_LIBRARY_FILENAMES:-/usr/share/glvnd/egl_vendor.d/50_mesa.json}
 unset VK_DRIVER_FILES VK_ICD_FILENAMES __EGL_VENDOR_LIBRARY_FILENAMES
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d)
+cleanup() {
+  for m in "$work/hroot/run/nodeprep" "$work/hroot/var/lib/node_exporter"; do
+    mountpoint -q "$m" 2>/dev/null && umount "$m"
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 mkdir -p "$work/root"
 src=nodeprep/drivertest/csrc
 cc=${CC:-gcc}
@@ -88,14 +99,106 @@ table() {
   done
 }
 
+# hrun NAME PREPARE ENV... -- ARGS...: runs nodeprep on a fresh copy of
+# the nixos-h200 host tree that the shell function PREPARE (given the
+# root) has changed, and prints one row of the host-fault table: exit
+# code, the first line of the error or the verdict, wall time, nodeprep's
+# peak RSS, and the files written under $work but outside the root
+# (planted links point into $work/outside).
+hrun() {
+  local name=$1 prep=$2; shift 2
+  local envs=() root="$work/hroot" out="$work/out" err="$work/err" pid hwm=0 h code start end
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  mountpoint -q "$root/run/nodeprep" 2>/dev/null && umount "$root/run/nodeprep"
+  mountpoint -q "$root/var/lib/node_exporter" 2>/dev/null && umount "$root/var/lib/node_exporter"
+  rm -rf "$root" "$work/outside"; mkdir -p "$work/outside"
+  cp -a testdata/hosts/nixos-h200 "$root"
+  "$prep" "$root"
+  touch "$work/mark"; sleep 0.01
+  start=$(date +%s%N)
+  env "${envs[@]}" "$bin" --root "$root" "$@" >"$out" 2>"$err" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    h=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+    sleep 0.005
+  done
+  wait "$pid" && code=0 || code=$?
+  end=$(date +%s%N)
+  local why
+  why=$(jq -r '.verdict // empty' "$out" 2>/dev/null || true)
+  [ -z "$why" ] && why=$(grep -m1 -o 'error: .*' "$err" | cut -c8- || true)
+  [ -z "$why" ] && why=$(grep -m1 . "$out" || true)
+  why=${why//$root/<root>}; why=${why//$work/<work>}; why=${why//|/∣}
+  [ ${#why} -gt 150 ] && why="${why:0:150}…"
+  local outside
+  outside=$(find "$work" -newer "$work/mark" -type f -not -path "$root/*" -not -path "$work/out" -not -path "$work/err" | wc -l)
+  printf '| %s | %s | %s | %s ms | %s MiB | %s |\n' "$name" "$code" "$why" "$(( (end - start) / 1000000 ))" "$((hwm / 1024))" "$outside"
+}
+
+# The host faults' preparations.
+p_none() { :; }
+p_lockfifo() { mkdir -p "$1/run/nodeprep"; mkfifo "$1/run/nodeprep/lock"; }
+p_cachelink() { mkdir -p -m 0700 "$1/run/nodeprep/shader-cache"; chmod 0755 "$1/run/nodeprep"; ln -s "$work/outside" "$1/run/nodeprep/shader-cache/mesa_shader_cache"; }
+p_full() { mkdir -p "$1/$2"; mount -t tmpfs -o size=64k tmpfs "$1/$2"; dd if=/dev/zero of="$1/$2/.filler" bs=4k 2>/dev/null || true; }
+p_fullmetrics() { p_full "$1" var/lib/node_exporter; }
+p_fullcache() { p_full "$1" run/nodeprep; mkdir -m 0700 "$1/run/nodeprep/shader-cache"; }
+p_notutf8() { sed -i '0,/"env": \[/s//"env": [\n      "NODEPREP_BAD=\xff\xfe\xc3",/' "$1/run/cdi/nvidia-container-toolkit.json"; }
+p_bigconfig() { mkdir -p "$1/etc/nodeprep"; truncate -s 1G "$1/etc/nodeprep/config.yaml"; }
+p_bigstatus() { mkdir -p "$1/run/nodeprep"; truncate -s 1G "$1/run/nodeprep/status.json"; }
+p_bigicd() { local f; f=$1$(readlink "$1/run/opengl-driver")/share/vulkan/icd.d/nvidia_icd.x86_64.json; rm -f "$f"; truncate -s 1G "$f"; }
+p_bigcontainerd() { mkdir -p "$1/var/lib/rancher/k3s/agent/etc/containerd"; truncate -s 1G "$1/var/lib/rancher/k3s/agent/etc/containerd/config.toml"; }
+p_dropinfile() { mkdir -p "$1/etc/rancher/k3s"; echo x >"$1/etc/rancher/k3s/config.yaml.d"; }
+
+hosttable() {
+  local mesaenv=(VK_DRIVER_FILES="$lvp" __EGL_VENDOR_LIBRARY_FILENAMES="$mesa")
+  local up=(up -o json --simulate dgx-h200 --allow-cpu-adapter)
+  echo "| fault | exit | reason | time | nodeprep peak RSS | files written outside the root |"
+  echo "|---|---|---|---|---|---|"
+  hrun "FIFO at /run/nodeprep/lock (cdi patch --wait 3s)" p_lockfifo -- cdi patch --wait 3s
+  hrun "mesa_shader_cache -> outside the root (up)" p_cachelink "${mesaenv[@]}" -- "${up[@]}"
+  hrun "mesa_shader_cache -> outside the root (selftest)" p_cachelink "${mesaenv[@]}" -- selftest -o json --simulate dgx-h200 --allow-cpu-adapter
+  if [ "$(id -u)" = 0 ]; then
+    hrun "metrics file system full (up --metrics-file)" p_fullmetrics "${mesaenv[@]}" -- "${up[@]}" --metrics-file /var/lib/node_exporter/nodeprep.prom
+    hrun "Vulkan ICD maps its shader cache on a full /run (sigbus)" p_fullcache FAKE_FAULT=sigbus VK_DRIVER_FILES="$work/icd.json" __EGL_VENDOR_LIBRARY_FILENAMES="$mesa" -- selftest -o json --simulate dgx-h200 --allow-cpu-adapter
+  fi
+  hrun "--metrics-file equal to the status file" p_none "${mesaenv[@]}" -- "${up[@]}" --metrics-file /run/nodeprep/status.json
+  hrun "--status-file /run/nodeprep/ (a directory)" p_none "${mesaenv[@]}" -- "${up[@]}" --status-file /run/nodeprep/
+  hrun "--label nvidia.com/gpu.count=99" p_none "${mesaenv[@]}" -- "${up[@]}" --label nvidia.com/gpu.count=99
+  hrun "--label nodeprep.dev/selftest=passed, policy taint" p_none "${mesaenv[@]}" -- "${up[@]}" --on-selftest-failure taint --label nodeprep.dev/selftest=passed
+  hrun "NVML: success with an empty UUID (inspect)" p_none FAKE_NVML_UUID= -- inspect -o json --nvml-lib "$work/libnvidia-ml.so.1"
+  hrun "NVML: 30,000 GPUs, a report over 8 MiB (inspect)" p_none FAKE_NVML_COUNT=30000 -- inspect --nvml-lib "$work/libnvidia-ml.so.1" --nvml-timeout 1m
+  hrun "cdi patch: containerEdits.env not UTF-8" p_notutf8 -- cdi patch
+  hrun "1 GiB sparse config.yaml (cdi check)" p_bigconfig -- cdi check --simulate dgx-h200
+  hrun "1 GiB sparse status.json (health)" p_bigstatus "${mesaenv[@]}" -- health --simulate dgx-h200 --allow-cpu-adapter
+  hrun "1 GiB sparse ICD manifest (cdi check)" p_bigicd -- cdi check --simulate dgx-h200
+  hrun "1 GiB sparse containerd config.toml (cdi check)" p_bigcontainerd -- cdi check --simulate dgx-h200
+  hrun "config.yaml.d is a regular file (join)" p_dropinfile -- join --simulate dgx-h200
+  mountpoint -q "$work/hroot/run/nodeprep" 2>/dev/null && umount "$work/hroot/run/nodeprep"
+  mountpoint -q "$work/hroot/var/lib/node_exporter" 2>/dev/null && umount "$work/hroot/var/lib/node_exporter"
+  return 0
+}
+
+# replace BEGIN END FILE TABLE: the lines between the markers become TABLE.
+replace() {
+  awk -v t="$4" -v b="$1" -v e="$2" '
+    index($0, b) { print; while ((getline l < t) > 0) print l; skip = 1; next }
+    index($0, e) { skip = 0 }
+    !skip' "$3" >"$work/doc" && cat "$work/doc" >"$3"
+}
+
 if [ "${1:-}" = --update ]; then
   file=$2
   table >"$work/table"
   cat "$work/table"
-  awk -v t="$work/table" '
-    /<!-- faults:begin -->/ { print; while ((getline l < t) > 0) print l; skip = 1; next }
-    /<!-- faults:end -->/ { skip = 0 }
-    !skip' "$file" >"$work/doc" && cat "$work/doc" >"$file"
+  replace '<!-- faults:begin -->' '<!-- faults:end -->' "$file" "$work/table"
+  hosttable >"$work/htable"
+  cat "$work/htable"
+  replace '<!-- hostfaults:begin -->' '<!-- hostfaults:end -->' "$file" "$work/htable"
+elif [ "${1:-}" = --host ]; then
+  hosttable
 else
   table
+  echo
+  hosttable
 fi

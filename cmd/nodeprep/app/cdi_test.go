@@ -104,7 +104,7 @@ func TestCDIExitCodes(t *testing.T) {
 			if err := os.WriteFile(p, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, want: 65, stderr: `byte 0xff at line 343, column 21 is not UTF-8 (in "NODEPREP_BAD=\xff\xfe\xc3")`},
+		}, want: 65, stderr: `column 21 is not UTF-8 (in "NODEPREP_BAD=\xff\xfe\xc3")`},
 		{name: "env-not-utf8-dry-run", scenario: "nixos-h200", args: []string{"cdi", "patch", "--dry-run"}, prepare: func(t *testing.T, root string) {
 			p := filepath.Join(root, specRel)
 			data, _ := os.ReadFile(p)
