@@ -10,7 +10,8 @@
 # fault table (hosttable: a FIFO at the lock, links planted in the shader
 # cache, full file systems, two outputs at one path, derived labels, NVML
 # UUIDs and reports, huge sparse files; --host prints only it) those
-# between <!-- hostfaults:begin --> and <!-- hostfaults:end -->.
+# between <!-- hostfaults:begin --> and <!-- hostfaults:end --> (--update-host FILE:
+# only that one).
 # Needs: gcc, jq, Mesa's lavapipe and EGL (`make deps`), bin/nodeprep.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,12 +126,15 @@ hrun() {
   done
   wait "$pid" && code=0 || code=$?
   end=$(date +%s%N)
-  local why
-  why=$(jq -r '.verdict // empty' "$out" 2>/dev/null || true)
+  local why=""
+  # PICK (a grep pattern) picks the line that says it, for output with
+  # no verdict line (a lint list, an inventory, the self-test's JSON).
+  [ -n "${PICK:-}" ] && why=$(cat "$out" "$err" | grep -m1 -o -- "$PICK.*" || true)
+  [ -z "$why" ] && why=$(jq -r '.verdict // empty' "$out" 2>/dev/null || true)
   [ -z "$why" ] && why=$(grep -m1 -o 'error: .*' "$err" | cut -c8- || true)
   [ -z "$why" ] && why=$(grep -m1 . "$out" || true)
   why=${why//$root/<root>}; why=${why//$work/<work>}; why=${why//|/∣}
-  [ ${#why} -gt 150 ] && why="${why:0:150}…"
+  [ ${#why} -gt 220 ] && why="${why:0:220}…"
   local outside
   outside=$(find "$work" -newer "$work/mark" -type f -not -path "$root/*" -not -path "$work/out" -not -path "$work/err" | wc -l)
   printf '| %s | %s | %s | %s ms | %s MiB | %s |\n' "$name" "$code" "$why" "$(( (end - start) / 1000000 ))" "$((hwm / 1024))" "$outside"
@@ -157,7 +161,7 @@ hosttable() {
   echo "|---|---|---|---|---|---|"
   hrun "FIFO at /run/nodeprep/lock (cdi patch --wait 3s)" p_lockfifo -- cdi patch --wait 3s
   hrun "mesa_shader_cache -> outside the root (up)" p_cachelink "${mesaenv[@]}" -- "${up[@]}"
-  hrun "mesa_shader_cache -> outside the root (selftest)" p_cachelink "${mesaenv[@]}" -- selftest -o json --simulate dgx-h200 --allow-cpu-adapter
+  PICK='self-test passed' hrun "mesa_shader_cache -> outside the root (selftest: cache emptied)" p_cachelink "${mesaenv[@]}" -- selftest --simulate dgx-h200 --allow-cpu-adapter
   if [ "$(id -u)" = 0 ]; then
     hrun "metrics file system full (up --metrics-file)" p_fullmetrics "${mesaenv[@]}" -- "${up[@]}" --metrics-file /var/lib/node_exporter/nodeprep.prom
     hrun "Vulkan ICD maps its shader cache on a full /run (sigbus)" p_fullcache FAKE_FAULT=sigbus VK_DRIVER_FILES="$work/icd.json" __EGL_VENDOR_LIBRARY_FILENAMES="$mesa" -- selftest -o json --simulate dgx-h200 --allow-cpu-adapter
@@ -166,13 +170,13 @@ hosttable() {
   hrun "--status-file /run/nodeprep/ (a directory)" p_none "${mesaenv[@]}" -- "${up[@]}" --status-file /run/nodeprep/
   hrun "--label nvidia.com/gpu.count=99" p_none "${mesaenv[@]}" -- "${up[@]}" --label nvidia.com/gpu.count=99
   hrun "--label nodeprep.dev/selftest=passed, policy taint" p_none "${mesaenv[@]}" -- "${up[@]}" --on-selftest-failure taint --label nodeprep.dev/selftest=passed
-  hrun "NVML: success with an empty UUID (inspect)" p_none FAKE_NVML_UUID= -- inspect -o json --nvml-lib "$work/libnvidia-ml.so.1"
+  PICK='NVML reported no UUID' hrun "NVML: success with an empty UUID (inspect)" p_none FAKE_NVML_UUID= -- inspect -o json --nvml-lib "$work/libnvidia-ml.so.1"
   hrun "NVML: 30,000 GPUs, a report over 8 MiB (inspect)" p_none FAKE_NVML_COUNT=30000 -- inspect --nvml-lib "$work/libnvidia-ml.so.1" --nvml-timeout 1m
   hrun "cdi patch: containerEdits.env not UTF-8" p_notutf8 -- cdi patch
   hrun "1 GiB sparse config.yaml (cdi check)" p_bigconfig -- cdi check --simulate dgx-h200
-  hrun "1 GiB sparse status.json (health)" p_bigstatus "${mesaenv[@]}" -- health --simulate dgx-h200 --allow-cpu-adapter
-  hrun "1 GiB sparse ICD manifest (cdi check)" p_bigicd -- cdi check --simulate dgx-h200
-  hrun "1 GiB sparse containerd config.toml (cdi check)" p_bigcontainerd -- cdi check --simulate dgx-h200
+  PICK='the GPUs the node booted with' hrun "1 GiB sparse status.json (health)" p_bigstatus "${mesaenv[@]}" -- health --simulate dgx-h200 --allow-cpu-adapter
+  PICK='bad-manifest' hrun "1 GiB sparse ICD manifest (cdi check)" p_bigicd -- cdi check --simulate dgx-h200
+  PICK='containerd-bad-config' hrun "1 GiB sparse containerd config.toml (cdi check)" p_bigcontainerd -- cdi check --simulate dgx-h200
   hrun "config.yaml.d is a regular file (join)" p_dropinfile -- join --simulate dgx-h200
   mountpoint -q "$work/hroot/run/nodeprep" 2>/dev/null && umount "$work/hroot/run/nodeprep"
   mountpoint -q "$work/hroot/var/lib/node_exporter" 2>/dev/null && umount "$work/hroot/var/lib/node_exporter"
@@ -195,6 +199,10 @@ if [ "${1:-}" = --update ]; then
   hosttable >"$work/htable"
   cat "$work/htable"
   replace '<!-- hostfaults:begin -->' '<!-- hostfaults:end -->' "$file" "$work/htable"
+elif [ "${1:-}" = --update-host ]; then
+  hosttable >"$work/htable"
+  cat "$work/htable"
+  replace '<!-- hostfaults:begin -->' '<!-- hostfaults:end -->' "$2" "$work/htable"
 elif [ "${1:-}" = --host ]; then
   hosttable
 else
