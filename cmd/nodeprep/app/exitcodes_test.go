@@ -31,7 +31,8 @@ func documentedExitCodes(t *testing.T) map[int]string {
 
 // TestExitPathsDocumented walks exit paths, the ordinary and those the
 // adversarial run found (issue 22: a config.yaml.d that is a regular file
-// exited 69, which docs/exit-codes.md did not list): each code is in the
+// exited 69, which docs/exit-codes.md did not list; it is now 65, k3s would
+// not start with it): each code is in the
 // table, and its row names the case.
 func TestExitPathsDocumented(t *testing.T) {
 	t.Parallel()
@@ -71,7 +72,7 @@ func TestExitPathsDocumented(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"cdi", "patch"}, ExitMalformed, "size limit"},
-		{"config.yaml.d is a regular file", write("etc/rancher/k3s/config.yaml.d", "x\n"), []string{"join", "--simulate", "dgx-h200"}, ExitUnavailable, "`config.yaml.d` that is a regular file"},
+		{"config.yaml.d is a regular file", write("etc/rancher/k3s/config.yaml.d", "x\n"), []string{"join", "--simulate", "dgx-h200"}, ExitMalformed, "a k3s configuration k3s would not start with"},
 		{"FIFO at the lock", func(t *testing.T, root string) {
 			if err := os.MkdirAll(filepath.Join(root, "run/nodeprep"), 0o755); err != nil {
 				t.Fatal(err)

@@ -24,7 +24,7 @@ func TestFileSizeLimits(t *testing.T) {
 		code                 int
 		message              string
 	}{
-		{"config.yaml", "nixos-h200", "etc/nodeprep/config.yaml", 1<<20 + 1, []string{"cdi", "check", "--simulate", "dgx-h200"}, 65, `reading config "/etc/nodeprep/config.yaml"`},
+		{"config.yaml", "nixos-h200", "etc/nodeprep/config.yaml", 1<<20 + 1, []string{"cdi", "check", "--simulate", "dgx-h200"}, 65, "config.yaml has 1048577 bytes, more than the 1 MiB this file may have"},
 		{"--config", "nixos-h200", "elsewhere.yaml", 1<<20 + 1, []string{"--config", "@/elsewhere.yaml", "cdi", "check", "--simulate", "dgx-h200"}, 65, "more than the 1 MiB this file may have"},
 		{"status.json", "nixos-h200", "run/nodeprep/status.json", 16<<20 + 1, []string{"health", "--simulate", "dgx-h200", "--allow-cpu-adapter"}, 65, "more than the 16 MiB this file may have"},
 		// A manifest or containerd's config is a lint finding of cdi check
