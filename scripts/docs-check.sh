@@ -20,7 +20,7 @@ if grep -nE '\bF[0-9]{1,2}\b|DESIGN\.md|FIELD-REPORTS' $pages; then
 fi
 # The NixOS module provides no RuntimeClass: its pages' examples use none.
 # (docs/cluster.md explains when the device plugin's envvar strategy needs
-# the nvidia one k3s registers.)
+# the nvidia-cdi one k3s registers.)
 if grep -n 'runtimeClassName' README.md docs/nixos.md docs/nixos-module.md; then
   err "the lines above use a RuntimeClass the NixOS module does not provide"
 fi

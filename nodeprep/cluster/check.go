@@ -98,7 +98,7 @@ var targetLabels = []string{"instance", "job"}
 // wrong path, or only objects unrelated to the pool), and a CI step that
 // checks nothing must not pass.
 func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
-	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node()}
+	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node(), listStrategy: pluginListStrategy(objs)}
 	r := &Report{OK: true, Columns: []string{ColumnOnPrem}, Skipped: skipped}
 	for i := range objs {
 		if np := objs[i].NodePool; np != nil {
@@ -155,6 +155,9 @@ type checker struct {
 	metrics   map[string][]string
 	onprem    *corev1.Node
 	nodePools []*NodePool
+	// listStrategy is the device plugin's device-list strategy among the
+	// objects (pluginListStrategy).
+	listStrategy string
 }
 
 var discard = logr.Discard()
@@ -175,10 +178,10 @@ func (c *checker) judge(o *Object) []Row {
 	case o.Values != nil:
 		row := base
 		row.Role = RoleDevicePlugin
-		row.Cells = c.devicePlugin(valuesPodSpec(o.Values), pluginSettings{
+		row.Cells = c.withPodPath(c.devicePlugin(valuesPodSpec(o.Values), pluginSettings{
 			listStrategy: deref(o.Values.DeviceListStrategy, "envvar"), idStrategy: deref(o.Values.DeviceIDStrategy, "uuid"),
 			driverRoot: deref(o.Values.NvidiaDriverRoot, "/"), where: "values",
-		})
+		}), o.Values.RuntimeClassName, true)
 		return []Row{row}
 	case o.PodSpec == nil:
 		return nil
@@ -187,7 +190,7 @@ func (c *checker) judge(o *Object) []Row {
 	if o.Kind == "DaemonSet" && isDevicePlugin(ps) {
 		row := base
 		row.Role = RoleDevicePlugin
-		row.Cells = c.devicePlugin(ps, daemonSetSettings(ps))
+		row.Cells = c.withPodPath(c.devicePlugin(ps, daemonSetSettings(ps)), ps.RuntimeClassName, true)
 		return []Row{row}
 	}
 	var rows []Row
@@ -202,7 +205,7 @@ func (c *checker) judge(o *Object) []Row {
 	case gpus > 0 || c.selectsPool(ps):
 		row := base
 		row.Role = RoleGPUWorkload
-		row.Cells = c.scheduleCells(ps, gpus, true)
+		row.Cells = c.withPodPath(c.scheduleCells(ps, gpus, true), ps.RuntimeClassName, false)
 		rows = append(rows, row)
 	case o.Kind != "DaemonSet" && c.toleratesPoolTaint(ps):
 		row := base

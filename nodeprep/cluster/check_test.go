@@ -73,6 +73,7 @@ kind: Pod
 metadata: {name: p}
 spec:
   containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]
+  runtimeClassName: nvidia-cdi
 `
 
 // TestSchedulingReasons: each way a pod misses the pool gives its exact

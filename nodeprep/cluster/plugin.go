@@ -115,8 +115,8 @@ func (c *checker) devicePlugin(ps *corev1.PodSpec, s pluginSettings) []Cell {
 	for _, ls := range strings.Split(s.listStrategy, ",") {
 		switch strings.TrimSpace(ls) {
 		case ListStrategyCDIAnnotations, ListStrategyCDICRI:
-			why = append(why, fmt.Sprintf("deviceListStrategy %s makes the plugin write its own CDI spec (kind k8s.device-plugin.nvidia.com/gpu), which nodeprep does not patch: containers get no Vulkan or EGL", ls))
-			fixes = append(fixes, "set deviceListStrategy: envvar, so the NVIDIA runtime resolves devices from the patched spec (kind nvidia.com/gpu)")
+			why = append(why, fmt.Sprintf("deviceListStrategy %s makes pods get the plugin's own CDI spec (kind k8s.device-plugin.nvidia.com/gpu), which the plugin rewrites without Vulkan or EGL mounts whenever it starts, after nodeprep patched it at boot", ls))
+			fixes = append(fixes, fmt.Sprintf("set deviceListStrategy: envvar with runtimeClassName: %s, so the NVIDIA runtime resolves devices from the spec nodeprep patches at boot (kind nvidia.com/gpu)", PatchedRuntimeClass))
 		}
 	}
 	if len(c.pool.DeviceNames) > 0 && !slices.Contains(c.pool.DeviceNames, s.idStrategy) {

@@ -190,7 +190,7 @@ func Render(opts RenderOptions) ([]Document, error) {
 	if driverRoot == "" {
 		driverRoot = "/"
 	}
-	runtimeClass := "nvidia"
+	runtimeClass := PatchedRuntimeClass
 	gfd := opts.GFD
 	pluginTols := append([]corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}, tols...)
 	values := DevicePluginValues{
@@ -209,8 +209,10 @@ Not a Kubernetes object: do not kubectl apply it.
 - nodeSelector and affinity pin the plugin to the pool label %s (the affinity replaces the
   chart's default, which wants Node Feature Discovery's labels).
 - tolerations: every pool taint (%s).
-- deviceListStrategy envvar: the NVIDIA runtime resolves devices from nodeprep's patched CDI spec
-  (the cdi-* strategies make the plugin write a spec of its own, without Vulkan/EGL).
+- deviceListStrategy envvar with runtimeClassName nvidia-cdi: nvidia-container-runtime.cdi resolves
+  NVIDIA_VISIBLE_DEVICES=GPU-<uuid> as nvidia.com/gpu=GPU-<uuid> from nodeprep's patched CDI spec
+  (the plain nvidia class's mode auto gives jit-cdi or legacy, which never read it; the cdi-*
+  strategies give pods the plugin's own spec, which it rewrites without Vulkan/EGL when it starts).
 - deviceIDStrategy %s: the device names cdi.deviceNames makes the spec serve.
 - nvidiaDriverRoot %s: cdi.driverRoot.
 - gfd.enabled %t: GPU Feature Discovery is off when nodeprep writes GFD's labels (join.gfdLabels).`,
@@ -263,8 +265,11 @@ Not a Kubernetes object: do not kubectl apply it.
 	if err := add("job.yaml", `An example GPU Job: on-prem first, the fallback NodePool when the pool is full or down.
 The workload snippet: put these fields in any GPU pod template:
 `+indent(string(snippet), "  ")+`  and request nvidia.com/gpu in the container's resources.limits.
-runtimeClassName nvidia: k3s registers the nvidia runtime; the fallback's nodes need a RuntimeClass
-handler of that name too.`, job); err != nil {
+runtimeClassName nvidia-cdi: k3s registers the nvidia-cdi handler when it finds
+nvidia-container-runtime.cdi; it runs the NVIDIA runtime in cdi mode, so the pod gets the spec
+nodeprep patched and proved. Create the RuntimeClass if the cluster has none of that name
+(apiVersion node.k8s.io/v1, kind RuntimeClass, metadata.name and handler nvidia-cdi); the
+fallback's nodes need a handler of that name too.`, job); err != nil {
 		return nil, err
 	}
 
