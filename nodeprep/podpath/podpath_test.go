@@ -34,6 +34,10 @@ var strategies = []string{"envvar", "cdi-annotations", "cdi-cri"}
 // nvidia-cdi when it finds the NVIDIA runtimes; runc is the default).
 var handlers = []string{"runc", "nvidia", "nvidia-cdi"}
 
+// unpatched names the control: runc with the CDI strategies on the
+// generator's specs before `nodeprep up` patched them.
+const unpatched = "runc-unpatched"
+
 const (
 	nvStore     = "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"
 	glvndStore  = "/nix/store/8r7q6p5n4m3l2k1j0h9g8f7d6c5b4a3z-libglvnd-1.7.0"
@@ -82,11 +86,7 @@ func TestRealPodPath(t *testing.T) {
 			tk := su.name
 			tkDir := realtest.Dir(t, su.toolkit)
 			root := mesaHost(t, su, tkDir, icd, egl)
-			up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "-o", "json")
-			up.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
-			if out, err := up.CombinedOutput(); err != nil {
-				t.Fatalf("nodeprep up on the generated tree: %v\n%s", err, out)
-			}
+			// The generator's specs as they are, before nodeprep: the control.
 			cdiDir := filepath.Join(t.TempDir(), "cdi")
 			reroot(t, root, cdiDir)
 			writeRuntimeConfig(t, root, tkDir, cdiDir)
@@ -104,6 +104,22 @@ func TestRealPodPath(t *testing.T) {
 			for _, a := range images {
 				c.ImportImage(t, a)
 			}
+			for _, s := range strategies[1:] {
+				t.Run(unpatched+"/"+s, func(t *testing.T) {
+					v := runPod(t, c, inv.GPUs[0], "runc", s, root)
+					t.Logf("%s %s %s: %s", tk, unpatched, s, v)
+					results[tk+"/"+unpatched+"/"+s] = v
+				})
+			}
+
+			up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "-o", "json")
+			up.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
+			if out, err := up.CombinedOutput(); err != nil {
+				t.Fatalf("nodeprep up on the generated tree: %v\n%s", err, out)
+			}
+			// containerd's CDI cache follows its spec directories.
+			reroot(t, root, cdiDir)
+			time.Sleep(time.Second)
 			for _, h := range handlers {
 				for _, s := range strategies {
 					t.Run(h+"/"+s, func(t *testing.T) {
@@ -116,7 +132,7 @@ func TestRealPodPath(t *testing.T) {
 		})
 	}
 	t.Logf("the whole matrix took %.1f s", time.Since(start).Seconds())
-	if t.Failed() || len(results) != len(setups)*len(handlers)*len(strategies) {
+	if t.Failed() || len(results) != len(setups)*(len(handlers)*len(strategies)+len(strategies)-1) {
 		return
 	}
 	golden(t, filepath.Join(testkit.RepoRoot(t), "docs", "pod-path.md"), matrixDoc(results))
@@ -127,7 +143,9 @@ func TestRealPodPath(t *testing.T) {
 // hands it over, and returns "works" or the reason it does not.
 func runPod(t *testing.T, c *realtest.ContainerdInstance, g gpu.GPU, handler, strategy, root string) string {
 	logs := t.TempDir()
-	name := strings.ReplaceAll(handler+"-"+strategy, "_", "-")
+	// The subtest's name ("1.20/runc/cdi-cri") names the pod.
+	_, rest, _ := strings.Cut(t.Name(), "/")
+	name := regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(rest), "-")
 	pod := map[string]any{
 		"metadata":      map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name, "attempt": 0},
 		"log_directory": logs,
@@ -543,12 +561,20 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 	for _, su := range setups {
 		tk := su.name
 		fmt.Fprintf(&b, "## %s\n\n| handler | %s |\n|---|%s\n", su.about, strings.Join(strategies, " | "), strings.Repeat("---|", len(strategies)))
-		for _, h := range handlers {
+		for _, h := range append(append([]string{}, handlers...), unpatched) {
 			var cells []string
 			for _, s := range strategies {
-				cells = append(cells, strings.ReplaceAll(results[tk+"/"+h+"/"+s], "|", `\|`))
+				v, ok := results[tk+"/"+h+"/"+s]
+				if !ok {
+					v = "(not run)"
+				}
+				cells = append(cells, strings.ReplaceAll(v, "|", `\|`))
 			}
-			fmt.Fprintf(&b, "| %s | %s |\n", h, strings.Join(cells, " | "))
+			row := h
+			if h == unpatched {
+				row = "runc, before `nodeprep up`"
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", row, strings.Join(cells, " | "))
 		}
 		b.WriteString("\n")
 	}
@@ -561,7 +587,8 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 		all += v + "\n"
 	}
 	sort.Strings(works)
-	fmt.Fprintf(&b, "Combinations that work: %d of %d.\n", len(works), len(results))
+	fmt.Fprintf(&b, "Combinations that work: %d of %d (the rows \"before `nodeprep up`\" included: the same pods on "+
+		"the generator's specs as written, the control that the patch is what makes them work).\n", len(works), len(results))
 	// What each kind of failure above means, for the failures measured.
 	notes := []struct{ marker, note string }{
 		{"VK_ERROR_INCOMPATIBLE_DRIVER", "runc with `envvar`: nothing reads `NVIDIA_VISIBLE_DEVICES` on the plain runc handler, so the " +
@@ -589,7 +616,7 @@ compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestReal
 	}
 	cdiWorks := true
 	for k, v := range results {
-		if !strings.HasSuffix(k, "/envvar") && v != "works" {
+		if !strings.HasSuffix(k, "/envvar") && !strings.Contains(k, unpatched) && v != "works" {
 			cdiWorks = false
 		}
 	}
