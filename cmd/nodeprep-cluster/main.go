@@ -11,8 +11,9 @@ import (
 
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/clustercmd"
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/nodecmd"
 )
 
 func main() {
-	os.Exit(app.Main(clustercmd.New))
+	os.Exit(app.Main(clustercmd.New, nodecmd.New))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
 // An Extension makes a command that nodeprep's root carries beside its
@@ -67,3 +68,6 @@ func FlagOr[T any](flags *pflag.FlagSet, name string, flagValue, configValue T) 
 // command already printed it (Silent), and returns its exit code
 // (ExitCode); nil prints nothing and is ExitOK.
 func Report(w io.Writer, err error) int { return report(w, err) }
+
+// Host is the host root (--root).
+func (e *Env) Host() *hostfs.Root { return e.g.host }

@@ -15,6 +15,7 @@ import (
 type healthOptions struct {
 	selftestFlags
 	inv         inventoryFlags
+	node        nodeReportFlags
 	statusFile  string
 	metricsFile string
 }
@@ -30,6 +31,13 @@ self-test, with no CDI patch and no join. It rewrites the status file and the
 metrics textfile, so nodeprep_ready turns 0 within one interval when a GPU the
 node booted with falls off the bus, turns unhealthy or fails its dispatch.
 
+Once the node has registered (the kubelet's kubeconfig, default
+<k3s data-dir>/agent/kubelet.kubeconfig, exists), it also sets the node
+condition GPUUnhealthy and the label nodeprep.dev/gpu-ready=true|false on
+this node's Node, with the kubelet's credential (through nodeprep-cluster,
+installed beside nodeprep). A failed report is logged and tried again at the
+next run; it never changes the verdict or the exit status.
+
 When another nodeprep holds the lock (up, cdi patch, join or another health) it skips
 this run and exits 0.
 
@@ -41,6 +49,7 @@ unavailable, 73 an output could not be written.`,
 	f := cmd.Flags()
 	o.inv.add(f)
 	o.selftestFlags.add(f)
+	o.node.add(f)
 	f.StringVar(&o.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report (read for the GPUs the node booted with, then rewritten)")
 	f.StringVar(&o.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter (default: up.metricsFile)")
 	return cmd
@@ -76,5 +85,8 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		Log:         g.log,
 		Version:     currentVersion().Version,
 	})
+	if rep != nil {
+		reportNode(cmd.Context(), g, &o.node, rep, "", nodeReportTimeout)
+	}
 	return finishReport(g, rep, err)
 }

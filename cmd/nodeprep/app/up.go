@@ -23,6 +23,7 @@ type upOptions struct {
 	selftestFlags
 	ctr               containerFlags
 	inv               inventoryFlags
+	node              nodeReportFlags
 	deviceNames       []string
 	onSelftestFailure string
 	statusFile        string
@@ -42,6 +43,9 @@ unsafe. It always writes the status file (--status-file) and, with
 --metrics-file, a Prometheus textfile; under systemd it sends READY=1 once
 the node is ready.
 
+When the node has registered before (the kubelet's kubeconfig exists), up
+also reports its verdict to the Node as health does, within a few seconds.
+
 When the self-test fails, --on-selftest-failure=block (default) exits 1 and
 writes no drop-in, so k3s.service, which requires nodeprep.service, does not
 start; =taint joins with nodeprep.dev/gpu-unhealthy=true:NoExecute and exits 0.
@@ -57,6 +61,7 @@ Exit status: 0 ready, 1 not ready, and the stage's own code for bad input
 	o.selftestFlags.add(f)
 	o.ctr.add(f, false)
 	o.inv.add(f)
+	o.node.add(f)
 	f.StringSliceVar(&o.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the CDI spec must serve per GPU: uuid and/or index")
 	f.StringVar(&o.onSelftestFailure, "on-selftest-failure", nodeprep.PolicyBlock, "what a failed self-test does: block (exit 1, no drop-in) or taint (join tainted)")
 	f.StringVar(&o.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report written after every run")
@@ -112,6 +117,16 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		Version:           currentVersion().Version,
 		Hint:              func(err error) string { return rootHint(fs, g.rootDir, err) },
 	})
+	if rep != nil {
+		dataDir := ""
+		if rep.Join != nil {
+			dataDir = rep.Join.DataDir
+		}
+		// At boot k3s is not running yet, and an agent reaches the API
+		// server through k3s's own load balancer: the report fails fast
+		// then, and the health timer makes it.
+		reportNode(cmd.Context(), g, &o.node, rep, dataDir, nodeReportBootTimeout)
+	}
 	return finishReport(g, rep, err)
 }
 

@@ -1,0 +1,361 @@
+package kubenode
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// What nodeprep writes on its Node.
+const (
+	// ConditionType is nodeprep's node condition. It follows
+	// node-problem-detector's convention for a problem condition: status
+	// "True" means the problem is there (a GPU the node booted with is
+	// lost or unhealthy, or the adapter self-test fails), "False" that
+	// the GPUs are healthy.
+	ConditionType = "GPUUnhealthy"
+	// LabelGPUReady is the label the cluster schedules on: "true" while
+	// nodeprep's last run found the node's GPUs ready, "false" otherwise.
+	// GPU workloads require it to be "true" (nodeprep/cluster render).
+	LabelGPUReady = "nodeprep.dev/gpu-ready"
+	// The condition's reasons (UpperCamelCase, as Kubernetes reasons).
+	ReasonHealthy    = "GPUsHealthy"
+	ReasonGPULost    = "GPUMissingOrUnhealthy"
+	ReasonSelftest   = "AdapterSelftestFailed"
+	ReasonNotReady   = "NodeprepNotReady"
+	nodeUserPrefix   = "system:node:"
+	nodesGroup       = "system:nodes"
+	maxResponseBytes = 4 << 20
+)
+
+// DefaultTimeout bounds one Report (all of its requests): the health
+// timer runs every minute, and an API server that does not answer must
+// not hold the host lock.
+const DefaultTimeout = 10 * time.Second
+
+// Client talks to the API server as the kubelet: with its client
+// certificate, about its own Node only.
+type Client struct {
+	server *url.URL
+	http   *http.Client
+	node   string
+}
+
+// Load reads the kubeconfig at host path file under root, with the files
+// it names (a relative path is relative to the kubeconfig's directory, as
+// clientcmd resolves it; an absolute one is a host path under root), and
+// returns a Client for the node its client certificate names. Errors:
+// fault.ErrUnavailable when the kubeconfig does not exist (the node has
+// never registered) or a file it names cannot be read; fault.ErrMalformed
+// for a kubeconfig ParseKubeconfig refuses, PEM that does not parse, and a
+// certificate that is not a kubelet's (see NodeName).
+func Load(root *hostfs.Root, file string) (*Client, error) {
+	data, err := root.ReadFileLimit(file, MaxKubeconfigSize)
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("reading kubeconfig %s: %w", file, err))
+	}
+	sel, err := ParseKubeconfig(data)
+	if err != nil {
+		return nil, fault.Malformed(fmt.Errorf("%s: %w", file, err))
+	}
+	read := func(what, ref string, inline []byte) ([]byte, error) {
+		if len(inline) > 0 || ref == "" {
+			return inline, nil
+		}
+		if !path.IsAbs(ref) {
+			ref = path.Join(path.Dir(file), ref)
+		}
+		b, err := root.ReadFileLimit(ref, MaxKubeconfigSize)
+		if err != nil {
+			return nil, fault.Unavailable(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
+		}
+		return b, nil
+	}
+	var cred Credential
+	cred.Server, cred.ServerName = sel.Cluster.Server, sel.Cluster.TLSServerName
+	if cred.CA, err = read("CA", sel.Cluster.CertificateAuthority, sel.Cluster.CertificateAuthorityData); err != nil {
+		return nil, err
+	}
+	if cred.Cert, err = read("client certificate", sel.User.ClientCertificate, sel.User.ClientCertificateData); err != nil {
+		return nil, err
+	}
+	if cred.Key, err = read("client key", sel.User.ClientKey, sel.User.ClientKeyData); err != nil {
+		return nil, err
+	}
+	c, err := New(cred)
+	if err != nil {
+		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+	}
+	return c, nil
+}
+
+// Credential is what New needs: the server's https URL, the PEM of its CA
+// (nil: the system's roots) and the client certificate and key (PEM).
+type Credential struct {
+	Server     string
+	ServerName string // TLS server name to verify, when not the URL's host
+	CA         []byte
+	Cert, Key  []byte
+}
+
+// New returns a Client for cred. Errors: a server that is not an https
+// URL, CA or key-pair PEM that does not parse, and a certificate that is
+// not a kubelet's (NodeName).
+func New(cred Credential) (*Client, error) {
+	if err := checkServer(cred.Server); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(cred.Server)
+	pair, err := tls.X509KeyPair(cred.Cert, cred.Key)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate and key: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	node, err := NodeName(leaf)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, ServerName: cred.ServerName, MinVersion: tls.VersionTLS12}
+	if len(cred.CA) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(cred.CA) {
+			return nil, errors.New("CA: no PEM certificate in it")
+		}
+		cfg.RootCAs = pool
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second}
+	return &Client{server: u, node: node, http: &http.Client{Transport: tr}}, nil
+}
+
+// Node is the name of the Node this client may change.
+func (c *Client) Node() string { return c.node }
+
+// Close releases the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// NodeName returns the node a kubelet client certificate belongs to: its
+// subject is CN=system:node:<name> with O=system:nodes, the identity the
+// Node authorizer grants a kubelet (Kubernetes docs, "Using Node
+// Authorization"); k3s issues client-kubelet.crt so, for the name it
+// registers with (node-name, or the hostname, with "-<id>" under
+// with-node-id). Errors: any other subject.
+func NodeName(cert *x509.Certificate) (string, error) {
+	name, ok := strings.CutPrefix(cert.Subject.CommonName, nodeUserPrefix)
+	if !ok || name == "" {
+		return "", fmt.Errorf("client certificate CN %q is not a kubelet's (system:node:<name>)", cert.Subject.CommonName)
+	}
+	for _, o := range cert.Subject.Organization {
+		if o == nodesGroup {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("client certificate of %s is not in group %s (O=%s)", cert.Subject.CommonName, nodesGroup, strings.Join(cert.Subject.Organization, ","))
+}
+
+func checkServer(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("kubeconfig server %q: %w", s, errNotHTTPS)
+	}
+	return nil
+}
+
+// Reason is the condition's reason for a verdict: ReasonHealthy when
+// ready, else by the nodeprep stage that failed (nodeprep.StageInventory
+// "inventory": ReasonGPULost; nodeprep.StageSelftest "selftest":
+// ReasonSelftest; any other: ReasonNotReady).
+func Reason(ready bool, failedStage string) string {
+	switch {
+	case ready:
+		return ReasonHealthy
+	case failedStage == "inventory":
+		return ReasonGPULost
+	case failedStage == "selftest":
+		return ReasonSelftest
+	}
+	return ReasonNotReady
+}
+
+// Health is what Report tells the Node.
+type Health struct {
+	Ready   bool      // the node's GPUs are ready
+	Reason  string    // the condition's reason (Reason* constants)
+	Message string    // the verdict, one line
+	Now     time.Time // heartbeat time (and transition time on a change)
+}
+
+// Result is what Report did.
+type Result struct {
+	Node string `json:"node" yaml:"node"`
+	// Condition is the condition as sent.
+	Condition Condition `json:"condition" yaml:"condition"`
+	// Changed is true when the condition's status or the label changed
+	// in this report.
+	Changed bool   `json:"changed" yaml:"changed"`
+	Label   string `json:"label" yaml:"label"` // the label as sent, key=value
+}
+
+// Condition is a NodeCondition as the API serves it (k8s.io/api/core/v1
+// NodeCondition; times in RFC 3339, second precision).
+type Condition struct {
+	Type               string `json:"type" yaml:"type"`
+	Status             string `json:"status" yaml:"status"`
+	Reason             string `json:"reason,omitempty" yaml:"reason,omitempty"`
+	Message            string `json:"message,omitempty" yaml:"message,omitempty"`
+	LastHeartbeatTime  string `json:"lastHeartbeatTime,omitempty" yaml:"lastHeartbeatTime,omitempty"`
+	LastTransitionTime string `json:"lastTransitionTime,omitempty" yaml:"lastTransitionTime,omitempty"`
+}
+
+// NodeObject is the part of a Node this package reads.
+type NodeObject struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		Taints []Taint `json:"taints"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []Condition `json:"conditions"`
+	} `json:"status"`
+}
+
+// Taint is a node taint (k8s.io/api/core/v1 Taint).
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// Report sets ConditionType and LabelGPUReady on the client's Node: it
+// reads the Node (for the condition's last transition), patches
+// nodes/<name>/status with a strategic merge patch of the one condition
+// (conditions merge on type, so the kubelet's own stay as they are), then
+// nodes/<name> with a JSON merge patch of the one label. The transition
+// time moves only when the status changes. Errors (fault.ErrUnavailable):
+// the API server cannot be reached, refuses the credential, or answers a
+// request with anything but success; the error names the request and
+// carries the server's message.
+func (c *Client) Report(ctx context.Context, h Health) (*Result, error) {
+	var node NodeObject
+	if err := c.do(ctx, http.MethodGet, c.nodePath(""), "", nil, &node); err != nil {
+		return nil, err
+	}
+	status, ready := "True", "false"
+	if h.Ready {
+		status, ready = "False", "true"
+	}
+	now := h.Now.UTC().Truncate(time.Second).Format(time.RFC3339)
+	cond := Condition{Type: ConditionType, Status: status, Reason: h.Reason, Message: h.Message, LastHeartbeatTime: now, LastTransitionTime: now}
+	res := &Result{Node: c.node, Label: LabelGPUReady + "=" + ready, Changed: true}
+	for _, old := range node.Status.Conditions {
+		if old.Type == ConditionType && old.Status == status && old.LastTransitionTime != "" {
+			cond.LastTransitionTime = old.LastTransitionTime
+			res.Changed = false
+		}
+	}
+	if node.Metadata.Labels[LabelGPUReady] != ready {
+		res.Changed = true
+	}
+	res.Condition = cond
+	statusPatch := map[string]any{"status": map[string]any{"conditions": []Condition{cond}}}
+	if err := c.do(ctx, http.MethodPatch, c.nodePath("/status"), "application/strategic-merge-patch+json", statusPatch, nil); err != nil {
+		return nil, err
+	}
+	labelPatch := map[string]any{"metadata": map[string]any{"labels": map[string]string{LabelGPUReady: ready}}}
+	if err := c.do(ctx, http.MethodPatch, c.nodePath(""), "application/merge-patch+json", labelPatch, nil); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// GetNode reads the client's Node.
+func (c *Client) GetNode(ctx context.Context) (*NodeObject, error) {
+	var node NodeObject
+	return &node, c.do(ctx, http.MethodGet, c.nodePath(""), "", nil, &node)
+}
+
+// Patch sends patch (marshalled to JSON) with content type ctype to
+// nodes/<name><sub> ("" or "/status") and returns the API's error: the
+// tests use it to prove what the credential may not do.
+func (c *Client) Patch(ctx context.Context, sub, ctype string, patch any) error {
+	return c.do(ctx, http.MethodPatch, c.nodePath(sub), ctype, patch, nil)
+}
+
+func (c *Client) nodePath(sub string) string {
+	return "/api/v1/nodes/" + url.PathEscape(c.node) + sub
+}
+
+// APIError is a response that was not a success: the HTTP status and the
+// API's Status message.
+type APIError struct {
+	Method, Path string
+	Code         int    // HTTP status code
+	Reason       string // the Status object's reason ("Forbidden", "NotFound", ...)
+	Message      string // the Status object's message, or the body
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
+}
+
+func (c *Client) do(ctx context.Context, method, p, ctype string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encoding %s %s: %w", method, p, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := *c.server
+	u.Path = strings.TrimSuffix(u.Path, "/") + p
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, p, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "nodeprep")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fault.Unavailable(fmt.Errorf("%s %s: %w", method, u.Redacted(), err))
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only body
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fault.Unavailable(fmt.Errorf("%s %s: reading the response: %w", method, u.Redacted(), err))
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{Method: method, Path: p, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
+		var st struct{ Reason, Message string }
+		if json.Unmarshal(data, &st) == nil && st.Message != "" {
+			e.Reason, e.Message = st.Reason, st.Message
+		}
+		return fault.Unavailable(e)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fault.Unavailable(fmt.Errorf("%s %s: decoding the response: %w", method, p, err))
+		}
+	}
+	return nil
+}

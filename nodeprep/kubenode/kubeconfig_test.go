@@ -1,0 +1,113 @@
+package kubenode
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// k3sKubelet is the shape of the kubeconfig k3s writes for its kubelet
+// (k3s pkg/daemons/control/deps KubeConfig): one cluster, one context, one
+// user, files by absolute path.
+const k3sKubelet = `apiVersion: v1
+clusters:
+- cluster:
+    server: https://127.0.0.1:6444
+    certificate-authority: /var/lib/rancher/k3s/agent/server-ca.crt
+  name: local
+contexts:
+- context:
+    cluster: local
+    namespace: default
+    user: user
+  name: Default
+current-context: Default
+kind: Config
+preferences: {}
+users:
+- name: user
+  user:
+    client-certificate: /var/lib/rancher/k3s/agent/client-kubelet.crt
+    client-key: /var/lib/rancher/k3s/agent/client-kubelet.key
+`
+
+func TestParseKubeconfig(t *testing.T) {
+	t.Parallel()
+	sel, err := ParseKubeconfig([]byte(k3sKubelet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Context != "Default" || sel.Cluster.Server != "https://127.0.0.1:6444" ||
+		sel.Cluster.CertificateAuthority != "/var/lib/rancher/k3s/agent/server-ca.crt" ||
+		sel.User.ClientCertificate != "/var/lib/rancher/k3s/agent/client-kubelet.crt" ||
+		sel.User.ClientKey != "/var/lib/rancher/k3s/agent/client-kubelet.key" {
+		t.Errorf("k3s kubelet kubeconfig: %+v", sel)
+	}
+
+	inline := `{"clusters":[{"name":"c","cluster":{"server":"https://10.0.0.1:6443","certificate-authority-data":"Y2E="}}],
+"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],
+"users":[{"name":"u","user":{"client-certificate-data":"Y2VydA==","client-key-data":"a2V5"}}]}`
+	sel, err = ParseKubeconfig([]byte(inline))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(sel.Cluster.CertificateAuthorityData) != "ca" || string(sel.User.ClientCertificateData) != "cert" || string(sel.User.ClientKeyData) != "key" || sel.Context != "x" {
+		t.Errorf("inline data, the only context: %+v", sel)
+	}
+
+	for _, tc := range []struct{ name, data, want string }{
+		{"not yaml", "clusters: [", "parsing kubeconfig"},
+		{"no context", "clusters: []", "no current-context and 0 contexts"},
+		{"unknown current context", strings.Replace(k3sKubelet, "current-context: Default", "current-context: other", 1), `current-context "other" is not one of its contexts`},
+		{"missing cluster", strings.Replace(k3sKubelet, "cluster: local", "cluster: remote", 1), `names cluster "remote"`},
+		{"missing user", strings.Replace(k3sKubelet, "user: user", "user: admin", 1), `names user "admin"`},
+		{"http server", strings.Replace(k3sKubelet, "https://127", "http://127", 1), "not an https:// URL"},
+		{"token only", strings.Replace(strings.Replace(k3sKubelet, "client-certificate: /var/lib/rancher/k3s/agent/client-kubelet.crt", "token: abc", 1), "    client-key: /var/lib/rancher/k3s/agent/client-kubelet.key\n", "", 1), "no client certificate and key"},
+		{"bad base64", strings.Replace(inline, `"Y2E="`, `"%%%"`, 1), "parsing kubeconfig"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseKubeconfig([]byte(tc.data))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseKubeconfig([]byte(strings.Replace(k3sKubelet, "https://127.0.0.1:6444", "ftp://x", 1))); !errors.Is(err, errNotHTTPS) {
+		t.Errorf("error %v does not wrap errNotHTTPS", err)
+	}
+}
+
+func TestReason(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ready bool
+		stage string
+		want  string
+	}{
+		{true, "", ReasonHealthy}, {false, "inventory", ReasonGPULost}, {false, "selftest", ReasonSelftest}, {false, "cdi", ReasonNotReady}, {false, "", ReasonNotReady},
+	} {
+		if got := Reason(tc.ready, tc.stage); got != tc.want {
+			t.Errorf("Reason(%t, %q) = %q, want %q", tc.ready, tc.stage, got, tc.want)
+		}
+	}
+}
+
+// FuzzParseKubeconfig: any input parses or is refused with an error;
+// what parses has an https server and a client certificate and key.
+func FuzzParseKubeconfig(f *testing.F) {
+	f.Add([]byte(k3sKubelet))
+	f.Add([]byte(`{"current-context":"a","contexts":[{"name":"a","context":{"cluster":"a","user":"a"}}]}`))
+	f.Add([]byte("users: [{name: u, user: {client-key-data: !!binary a2V5}}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sel, err := ParseKubeconfig(data)
+		if err != nil {
+			return
+		}
+		if checkServer(sel.Cluster.Server) != nil {
+			t.Errorf("accepted server %q", sel.Cluster.Server)
+		}
+		if sel.User.ClientCertificate == "" && len(sel.User.ClientCertificateData) == 0 {
+			t.Error("accepted a user without a client certificate")
+		}
+	})
+}
