@@ -184,6 +184,10 @@ let
       nvmlLib = defaults.nvmlLib;
       configFile = defaults.configFile;
       extraArgs = [ ];
+      # services.nodeprep.health.kubeconfig: the kubelet's kubeconfig that
+      # `nodeprep health` reports to the Node with (null: no report).
+      nodeKubeconfig = null;
+      nodeReport = true;
     }
     // opts;
 
@@ -608,7 +612,20 @@ rec {
   # The arguments of `nodeprep health`: the same config file and libraries
   # as `up`, and the metrics file, but no k3s arguments and no extraArgs
   # (those are `up`'s flags).
-  healthExecArgs = commonArgs "health";
+  healthExecArgs =
+    opts:
+    let
+      o = normalize opts;
+    in
+    commonArgs "health" opts
+    ++ (
+      if !o.nodeReport then
+        [ "--no-node-report" ]
+      else if o.nodeKubeconfig != null then
+        [ "--kubeconfig=${o.nodeKubeconfig}" ]
+      else
+        [ ]
+    );
 
   # The arguments `up` and `health` share: the command, the config file,
   # the libraries `settings` does not set, the metrics file.

@@ -122,6 +122,21 @@ let
           "/var/lib/prometheus-node-exporter/textfile"
         ];
     }
+    {
+      name = "the health unit reaches only loopback for the Node report, otherwise as hardened as nodeprep.service";
+      ok =
+        let
+          h = cfg.systemd.services.nodeprep-health.serviceConfig;
+        in
+        !h.PrivateNetwork
+        && h.IPAddressDeny == "any"
+        && h.IPAddressAllow == [ "localhost" ]
+        && h.RestrictAddressFamilies == [ "AF_UNIX" "AF_INET" "AF_INET6" ]
+        && h.NoNewPrivileges
+        && h.ProtectSystem == "strict"
+        && h.CapabilityBoundingSet == [ "" ]
+        && lib.hasInfix "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig" h.ExecStart;
+    }
     # --- end nodeprep health ---
   ];
   unmet = map (e: e.name) (lib.filter (e: !e.ok) expectations);

@@ -69,6 +69,8 @@ let
     eglLib = "${lib.getLib cfg.libglvnd}/lib/libEGL.so.1";
     nvmlLib = "${pkgs.addDriverRunpath.driverLink}/lib/libnvidia-ml.so.1";
     configFile = "/etc/nodeprep/config.yaml";
+    nodeReport = cfg.health.reportToNode;
+    nodeKubeconfig = cfg.health.kubeconfig;
   };
 
   settingsFormat = pkgs.formats.json { };
@@ -200,6 +202,38 @@ in
           skipped while `nodeprep up` or a self-test holds the lock. `nodeprep
           cluster render --health-interval` should get the same value: its
           KEDA trigger treats a node silent for three intervals as down.
+        '';
+      };
+      reportToNode = lib.mkOption {
+        type = lib.types.bool;
+        default = true;
+        description = ''
+          Let `nodeprep health` set the node condition `GPUUnhealthy` and the
+          label `nodeprep.dev/gpu-ready=true|false` on this node's Node, with
+          the kubelet's own credential (`kubeconfig`), so that the scheduler
+          stops sending GPU pods to a node whose GPUs broke after boot
+          (docs/cluster.md). The health unit then may reach the API server on
+          loopback (k3s's agent load balancer 127.0.0.1:6444, a server's
+          127.0.0.1:6443) and `apiServerAddresses`, nothing else.
+        '';
+      };
+      kubeconfig = lib.mkOption {
+        type = lib.types.str;
+        default = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig";
+        description = ''
+          The kubelet's kubeconfig that k3s writes under its data-dir
+          (`<data-dir>/agent/kubelet.kubeconfig`); change it with k3s's
+          `--data-dir`.
+        '';
+      };
+      apiServerAddresses = lib.mkOption {
+        type = lib.types.listOf lib.types.str;
+        default = [ ];
+        example = [ "10.0.0.10/32" ];
+        description = ''
+          Addresses (IPAddressAllow= syntax) besides loopback that the health
+          unit may connect to: only needed when the kubeconfig names a
+          remote API server instead of k3s's local load balancer.
         '';
       };
     };
@@ -493,6 +527,20 @@ in
         RemainAfterExit = false;
         ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.healthExecArgs opts);
         ReadWritePaths = nplib.healthReadWritePaths opts;
+      }
+      # The Node report (health.reportToNode) needs TCP to the API server:
+      # the host's loopback (k3s's agent load balancer, or a server's own
+      # API server) and health.apiServerAddresses only; every other address
+      # stays denied, and the rest of the hardening is nodeprep.service's.
+      // lib.optionalAttrs cfg.health.reportToNode {
+        PrivateNetwork = false;
+        RestrictAddressFamilies = [
+          "AF_UNIX"
+          "AF_INET"
+          "AF_INET6"
+        ];
+        IPAddressDeny = "any";
+        IPAddressAllow = [ "localhost" ] ++ cfg.health.apiServerAddresses;
       };
     };
     systemd.timers.nodeprep-health = lib.mkIf cfg.health.enable {

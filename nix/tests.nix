@@ -563,6 +563,31 @@ let
       ];
     }
     {
+      name = "healthExecArgs: the kubelet's kubeconfig for the Node report, or no report";
+      got = [
+        (lib.healthExecArgs (base // { nodeKubeconfig = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig"; }))
+        (lib.healthExecArgs (base // { nodeReport = false; nodeKubeconfig = "/x"; }))
+      ];
+      want = [
+        [
+          "health"
+          "--config=/etc/nodeprep/config.yaml"
+          "--vulkan-loader=${vulkanLoader}"
+          "--egl-lib=${eglLib}"
+          "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+          "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
+        ]
+        [
+          "health"
+          "--config=/etc/nodeprep/config.yaml"
+          "--vulkan-loader=${vulkanLoader}"
+          "--egl-lib=${eglLib}"
+          "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+          "--no-node-report"
+        ]
+      ];
+    }
+    {
       name = "healthReadWritePaths: the lock, status and metrics directories only";
       got = lib.healthReadWritePaths {
         settings.up.statusFile = "/var/lib/nodeprep/status.json";

@@ -128,6 +128,10 @@ func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
 	if trig {
 		r.Columns = append(r.Columns, ColumnMetrics)
 	}
+	if ph := PlaceholderFindings(objs); len(ph) > 0 {
+		r.Rows = append(r.Rows, ph...)
+		r.OK = false
+	}
 	if len(r.Rows) == 0 {
 		r.OK = false
 	}
@@ -232,7 +236,7 @@ func (c *checker) scheduleCells(ps *corev1.PodSpec, gpus int64, onPrem bool) []C
 		if reason, fix := schedulable(ps, c.onprem, "pool nodes"); reason != "" {
 			cell = Cell{Column: ColumnOnPrem, Verdict: VerdictFail, Reason: reason, Fix: fix}
 		}
-		cells = append(cells, cell)
+		cells = append(cells, gpuReadyCell(cell, ps))
 	}
 	for _, np := range c.nodePools {
 		col := "nodepool/" + np.Name
@@ -278,15 +282,10 @@ func (c *checker) squatCells(ps *corev1.PodSpec) []Cell {
 // affinity admit a pod with spec ps on node; otherwise the reason and the
 // fix. where names the nodes in messages ("pool nodes").
 func schedulable(ps *corev1.PodSpec, node *corev1.Node, where string) (reason, fix string) {
-	noSchedOrExec := func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}
-	if t, bad := schedcorev1.FindMatchingUntoleratedTaint(discard, node.Spec.Taints, ps.Tolerations, noSchedOrExec, false); bad {
-		reason = fmt.Sprintf("untolerated taint %s", taintString(t))
-		if near := nearTolerations(ps.Tolerations, t); near != "" {
-			reason += ": " + near
-		}
-		return reason, "add toleration " + tolerationString(tolerationFor(t))
+	// Every untolerated taint at once: one fix that adds one toleration
+	// and then meets the next taint is no fix.
+	if ts := untoleratedTaints(node.Spec.Taints, ps.Tolerations); len(ts) > 0 {
+		return taintsReason(ts, ps.Tolerations)
 	}
 	ok, err := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: *ps}).Match(node)
 	if err != nil {
@@ -533,6 +532,10 @@ func (c *checker) nodePoolCell(np *NodePool) Cell {
 			why = append(why, fmt.Sprintf("no taint %s:%s like the pool's %s (non-GPU pods could land on these nodes, or GPU pods' tolerations miss)", pt.Key, pt.Effect, pt))
 			fixes = append(fixes, fmt.Sprintf("add taint {key: %s, value: %q, effect: %s} to spec.template.spec.taints", pt.Key, pt.Value, pt.Effect))
 		}
+	}
+	if np.Spec.Template.Metadata.Labels[LabelGPUReady] != "true" {
+		why = append(why, fmt.Sprintf("the template has no label %s=true: GPU pods, which require it, cannot schedule on these nodes", LabelGPUReady))
+		fixes = append(fixes, fmt.Sprintf("add %s: \"true\" to spec.template.metadata.labels", LabelGPUReady))
 	}
 	if _, ok := np.Spec.Limits[GPUResource]; !ok {
 		why = append(why, "no limits on nvidia.com/gpu: the fallback can grow without bound")

@@ -85,8 +85,10 @@ func TestSchedulingReasons(t *testing.T) {
 		ok          bool
 		reason, fix string
 	}{
-		{"tolerated and selected", "  nodeSelector: {payload: task_runner}\n  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoSchedule}]\n", true, "", ""},
-		{"Exists without effect", "  tolerations: [{key: sku, operator: Exists}]\n", true, "", ""},
+		{"tolerated and selected", "  nodeSelector: {payload: task_runner, nodeprep.dev/gpu-ready: \"true\"}\n  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoSchedule}]\n", true, "", ""},
+		{"Exists without effect", "  nodeSelector: {nodeprep.dev/gpu-ready: \"true\"}\n  tolerations: [{key: sku, operator: Exists}]\n", true, "", ""},
+		{"gpu-ready by affinity", "  tolerations: [{key: sku, operator: Exists}]\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: nodeprep.dev/gpu-ready, operator: In, values: [\"true\"]}]}]}}}\n", true, "", ""},
+		{"ignores gpu-ready", "  nodeSelector: {payload: task_runner}\n  tolerations: [{key: sku, operator: Exists}]\n", false, "does not require nodeprep.dev/gpu-ready=true", `add nodeSelector nodeprep.dev/gpu-ready: "true"`},
 		{"missing toleration", "", false, "untolerated taint sku=gpu:NoSchedule", "add toleration {key: sku, operator: Equal, value: \"gpu\", effect: NoSchedule}"},
 		{"wrong effect", "  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoExecute}]\n", false, "effect NoExecute, not NoSchedule", "add toleration"},
 		{"Equal without value", "  tolerations: [{key: sku, operator: Equal, effect: NoSchedule}]\n", false, `operator Equal with value "", not "gpu"`, "add toleration"},
@@ -210,11 +212,64 @@ func FuzzQueryStructure(f *testing.F) {
 
 func renderSeed(t testing.TB, pool Pool) []Document {
 	t.Helper()
-	docs, err := Render(RenderOptions{Pool: pool, FallbackInstanceTypes: []string{"g5.xlarge"}, MaxGPUs: 8})
+	docs, err := Render(RenderOptions{Pool: pool, FallbackInstanceTypes: []string{"g5.xlarge"}, MaxGPUs: 8,
+		Image: "ghcr.io/example/render:1.0", PrometheusAddress: "http://prometheus.monitoring.svc:9090",
+		NodeClass: NodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "gpu"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return docs
+}
+
+// TestCheckFindsPlaceholders: render's output with its placeholders left
+// in is not OK: each placeholder is a finding of its own, naming the field.
+func TestCheckFindsPlaceholders(t *testing.T) {
+	t.Parallel()
+	pool := seedPool(t)
+	docs, err := Render(RenderOptions{Pool: pool, FallbackInstanceTypes: []string{"g5.xlarge"}, MaxGPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, skipped, err := Read("render.yaml", bytes.NewReader(Join(docs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Check(objs, skipped, CheckOptions{Pool: pool, Metrics: metrics})
+	var got []string
+	for _, row := range r.Rows {
+		if row.Role == RolePlaceholder {
+			got = append(got, row.Object+" "+row.Cells[0].Reason)
+		}
+	}
+	want := []string{
+		"job/default/nodeprep-gpu containers[0].image still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.jobTargetRef.template.spec.containers[0].image still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[0].metadata.serverAddress still holds the placeholder REPLACE_ME",
+		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.group still holds the placeholder REPLACE_ME",
+		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.kind still holds the placeholder REPLACE_ME",
+		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.name still holds the placeholder REPLACE_ME",
+	}
+	if r.OK || !slices.Equal(got, want) {
+		t.Errorf("ok %t, placeholder findings:\n%s\nwant:\n%s", r.OK, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCheckNamesEveryTaint: a workload that tolerates none of two pool
+// taints (one with the wrong effect) is told about both at once, with one
+// toleration for each.
+func TestCheckNamesEveryTaint(t *testing.T) {
+	t.Parallel()
+	pool := mustPool(t, "payload=task_runner", "nvidia.com/gpu=present:NoSchedule", "sku=gpu:NoSchedule")
+	r := checkString(t, pool, gpuPod+"  nodeSelector: {payload: task_runner, nodeprep.dev/gpu-ready: \"true\"}\n  tolerations: [{key: sku, operator: Equal, value: gpu, effect: NoExecute}]\n")
+	c := cell(t, r, "pod/p", ColumnOnPrem)
+	for _, want := range []string{"untolerated taints (2) nvidia.com/gpu=present:NoSchedule, sku=gpu:NoSchedule (", "effect NoExecute, not NoSchedule"} {
+		if !strings.Contains(c.Reason, want) {
+			t.Errorf("reason %q does not contain %q", c.Reason, want)
+		}
+	}
+	if !strings.Contains(c.Fix, "key: nvidia.com/gpu") || !strings.Contains(c.Fix, "key: sku") {
+		t.Errorf("fix %q does not add both tolerations", c.Fix)
+	}
 }
 
 // TestRenderPassesCheck: check passes on render's own output, for both

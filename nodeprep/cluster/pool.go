@@ -62,6 +62,8 @@ func (p Pool) node() *corev1.Node {
 	if p.Label.Key != "" {
 		labels[p.Label.Key] = p.Label.Value
 	}
+	// A healthy pool node: nodeprep health keeps the label true on it.
+	labels[LabelGPUReady] = "true"
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "onprem-gpu-node", Labels: labels}}
 	for _, t := range p.Taints {
 		n.Spec.Taints = append(n.Spec.Taints, KubeTaint(t))

@@ -169,6 +169,8 @@ func Render(opts RenderOptions) ([]Document, error) {
 		taintList = append(taintList, t.String())
 	}
 	selector := map[string]string{p.Label.Key: p.Label.Value}
+	// GPU workloads also require nodeprep's health label (gpuready.go).
+	workSelector := map[string]string{p.Label.Key: p.Label.Value, LabelGPUReady: "true"}
 	npName := opts.Name + "-fallback"
 
 	var docs []Document
@@ -225,7 +227,7 @@ Not a Kubernetes object: do not kubectl apply it.
 		ps := corev1.PodSpec{
 			RestartPolicy:    corev1.RestartPolicyNever,
 			RuntimeClassName: &runtimeClass,
-			NodeSelector:     selector,
+			NodeSelector:     workSelector,
 			Tolerations:      tols,
 			Containers: []corev1.Container{{
 				Name:  "gpu",
@@ -257,7 +259,7 @@ Not a Kubernetes object: do not kubectl apply it.
 		},
 	}
 	snippet, err := encode(map[string]any{"spec": map[string]any{
-		"runtimeClassName": runtimeClass, "nodeSelector": selector, "tolerations": tols, "affinity": job.Spec.Template.Spec.Affinity,
+		"runtimeClassName": runtimeClass, "nodeSelector": workSelector, "tolerations": tols, "affinity": job.Spec.Template.Spec.Affinity,
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the workload snippet: %w", err)
@@ -277,7 +279,7 @@ fallback's nodes need a handler of that name too.`, job); err != nil {
 	maxReplicas := int32(opts.MaxGPUs / opts.GPUsPerJob)
 	poll := int32(30)
 	cloud := podSpec(false)
-	cloud.NodeSelector = map[string]string{p.Label.Key: p.Label.Value, labelNodePool: npName}
+	cloud.NodeSelector = map[string]string{p.Label.Key: p.Label.Value, LabelGPUReady: "true", labelNodePool: npName}
 	stale := int64((3 * opts.HealthInterval).Seconds())
 	query := fmt.Sprintf("((count((%s == 1) and ((time() - nodeprep_last_run_timestamp_seconds) < %d)) or vector(0)) == bool 0) * %d",
 		MetricReady, stale, maxReplicas)
@@ -325,7 +327,7 @@ starts min(queue length, %d) Jobs, and only while the pool is down.`, npName, ma
 		ObjectMeta: metav1.ObjectMeta{Name: npName},
 		Spec: NodePoolSpec{
 			Template: NodeClaimTemplate{
-				Metadata: TemplateMeta{Labels: map[string]string{p.Label.Key: p.Label.Value}},
+				Metadata: TemplateMeta{Labels: map[string]string{p.Label.Key: p.Label.Value, LabelGPUReady: "true"}},
 				Spec: NodeClaimTemplateSpec{
 					Taints: taints,
 					Requirements: []NodeRequirement{

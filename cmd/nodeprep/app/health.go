@@ -86,7 +86,7 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		Version:     currentVersion().Version,
 	})
 	if rep != nil {
-		reportNode(cmd.Context(), g, &o.node, rep, "", nodeReportTimeout)
+		reportNode(cmd.Context(), g, &o.node, rep, "", false)
 	}
 	return finishReport(g, rep, err)
 }

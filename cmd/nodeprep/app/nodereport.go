@@ -48,9 +48,11 @@ func (o *nodeReportFlags) add(f *pflag.FlagSet) {
 // nodeprep-cluster node-report, when the kubelet's kubeconfig exists (the
 // node has registered). dataDir is k3s's effective data-dir ("" when not
 // known: it is read from k3s's configuration). Nothing it meets changes
-// the verdict or the exit status: a failure is logged as a warning, and
-// the next run (the health timer) tries again.
-func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodeprep.Report, dataDir string, timeout time.Duration) {
+// the verdict or the exit status: a failure is logged as a warning (at
+// boot, where k3s, and with it the API server or the agent's load
+// balancer, is not running yet, as a note), and the next run (the health
+// timer) tries again.
+func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodeprep.Report, dataDir string, boot bool) {
 	if rep == nil || o.off {
 		return
 	}
@@ -65,9 +67,14 @@ func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodepr
 		g.log.Debug("the node has not registered: no kubelet kubeconfig", "kubeconfig", kubeconfig)
 		return
 	}
+	failed := g.log.Warn
+	timeout := nodeReportTimeout
+	if boot {
+		failed, timeout = g.log.Info, nodeReportBootTimeout
+	}
 	exe, err := clusterExecutable()
 	if err != nil {
-		g.log.Warn("the Node was not told the verdict (the next run tries again)", "error", err)
+		failed("the Node was not told the verdict (the next run tries again)", "error", err)
 		return
 	}
 	ready, stage := rep.Ready, ""
@@ -91,7 +98,7 @@ func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodepr
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		g.log.Warn("the Node was not told the verdict (the next run tries again)", "kubeconfig", kubeconfig, "error", err, "output", strings.TrimSpace(stderr.String()))
+		failed("the Node was not told the verdict (the next run tries again)", "kubeconfig", kubeconfig, "error", err, "output", strings.TrimSpace(stderr.String()))
 		return
 	}
 	g.log.Info("told the Node", "ready", ready, "ms", time.Since(start).Milliseconds(), "result", strings.TrimSpace(stdout.String()))

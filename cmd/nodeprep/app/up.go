@@ -125,7 +125,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		// At boot k3s is not running yet, and an agent reaches the API
 		// server through k3s's own load balancer: the report fails fast
 		// then, and the health timer makes it.
-		reportNode(cmd.Context(), g, &o.node, rep, dataDir, nodeReportBootTimeout)
+		reportNode(cmd.Context(), g, &o.node, rep, dataDir, true)
 	}
 	return finishReport(g, rep, err)
 }

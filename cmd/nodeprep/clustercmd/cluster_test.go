@@ -91,7 +91,7 @@ func TestClusterRender(t *testing.T) {
 			t.Parallel()
 			cfg := filepath.Join(clusterCorpus, seed, "config.yaml")
 			out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--arch", "amd64",
-				"--fallback-instance-types", "g5.xlarge,g5.2xlarge", "--max-gpus", "8", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu")
+				"--fallback-instance-types", "g5.xlarge,g5.2xlarge", "--max-gpus", "8", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
 			if code != 0 {
 				t.Fatalf("render: exit %d\n%s", code, errOut)
 			}
@@ -108,7 +108,7 @@ func TestClusterRenderOut(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "out")
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
-	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir); code != 0 {
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, f := range []string{"device-plugin-values.yaml", "job.yaml", "scaledjob.yaml", "nodepool.yaml"} {
@@ -247,11 +247,12 @@ func TestClusterCheckDirWithConfig(t *testing.T) {
 func TestClusterRenderOutput(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
-	text, _, code := clusterRun(t, "", "--config", cfg, "cluster", "render")
+	nc := []string{"--node-class=karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address=http://prometheus.monitoring.svc:9090", "--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge"}
+	text, _, code := clusterRun(t, "", append([]string{"--config", cfg, "cluster", "render"}, nc...)...)
 	if code != 0 {
 		t.Fatalf("render: exit %d", code)
 	}
-	js, errOut, code := clusterRun(t, "", "--config", cfg, "-o", "json", "cluster", "render")
+	js, errOut, code := clusterRun(t, "", append([]string{"--config", cfg, "-o", "json", "cluster", "render"}, nc...)...)
 	var docs []map[string]any
 	if err := json.Unmarshal([]byte(js), &docs); code != 0 || err != nil || len(docs) != 4 {
 		t.Fatalf("-o json: exit %d, %d documents (%v)\n%s%s", code, len(docs), err, js, errOut)
@@ -262,7 +263,7 @@ func TestClusterRenderOutput(t *testing.T) {
 	if out, errOut, code := clusterRun(t, js, "--config", cfg, "cluster", "check", "-"); code != 0 || !strings.Contains(out, "ok: the manifests match the nodes") {
 		t.Errorf("check on -o json: exit %d\n%s%s", code, out, errOut)
 	}
-	if y, _, code := clusterRun(t, "", "--config", cfg, "-o", "yaml", "cluster", "render"); code != 0 || y != text {
+	if y, _, code := clusterRun(t, "", append([]string{"--config", cfg, "-o", "yaml", "cluster", "render"}, nc...)...); code != 0 || y != text {
 		t.Errorf("-o yaml: exit %d, differs from the text stream", code)
 	}
 }
@@ -645,7 +646,7 @@ func TestClusterRenderDurations(t *testing.T) {
 	dir := t.TempDir()
 	_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--consolidate-after", "0s",
 		"--health-interval", "90s", "--capacity-types", "reserved,spot", "--image", "registry.example/gpu/app:1.2",
-		"--name", "train.v2", "--namespace", "ml-jobs")
+		"--name", "train.v2", "--namespace", "ml-jobs", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
 	if code != 0 {
 		t.Fatalf("render: exit %d\n%s", code, errOut)
 	}
@@ -675,7 +676,7 @@ func TestClusterCheckBadNodePoolValues(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	dir := t.TempDir()
-	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir); code != 0 {
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
 		t.Fatalf("render: exit %d\n%s", code, errOut)
 	}
 	orig, err := os.ReadFile(filepath.Join(dir, "nodepool.yaml"))
