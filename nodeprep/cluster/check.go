@@ -71,6 +71,11 @@ type CheckOptions struct {
 	// Metrics are the metric families nodeprep exports, by name, each with
 	// its label names (nodeprep.MetricLabels).
 	Metrics map[string][]string
+	// Nodes, when set, are the cluster's real Nodes (ReadLive): each pool
+	// node gets a row of its own (taints, nodeprep's label and condition),
+	// and workloads are judged on the first healthy one instead of on a
+	// node made from the pool's config.
+	Nodes []corev1.Node
 }
 
 // targetLabels are the labels Prometheus adds to every scraped series
@@ -100,6 +105,18 @@ var targetLabels = []string{"instance", "job"}
 func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
 	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node(), listStrategy: pluginListStrategy(objs)}
 	r := &Report{OK: true, Columns: []string{ColumnOnPrem}, Skipped: skipped}
+	if opts.Nodes != nil {
+		rows, healthy := c.nodeRows(opts.Nodes)
+		if healthy != nil {
+			c.onprem = healthy
+		}
+		for _, row := range rows {
+			if row.Cells[0].Verdict == VerdictFail {
+				r.OK = false
+			}
+		}
+		r.Rows = append(r.Rows, rows...)
+	}
 	for i := range objs {
 		if np := objs[i].NodePool; np != nil {
 			c.nodePools = append(c.nodePools, np)

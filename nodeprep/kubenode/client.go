@@ -46,12 +46,18 @@ const (
 // not hold the host lock.
 const DefaultTimeout = 10 * time.Second
 
+// API is an authenticated JSON client of one API server.
+type API struct {
+	server *url.URL
+	http   *http.Client
+	token  string
+}
+
 // Client talks to the API server as the kubelet: with its client
 // certificate, about its own Node only.
 type Client struct {
-	server *url.URL
-	http   *http.Client
-	node   string
+	*API
+	node string
 }
 
 // Load reads the kubeconfig at host path file under root, with the files
@@ -71,10 +77,7 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 	if err != nil {
 		return nil, fault.Malformed(fmt.Errorf("%s: %w", file, err))
 	}
-	read := func(what, ref string, inline []byte) ([]byte, error) {
-		if len(inline) > 0 || ref == "" {
-			return inline, nil
-		}
+	cred, err := sel.Credential(func(what, ref string) ([]byte, error) {
 		if !path.IsAbs(ref) {
 			ref = path.Join(path.Dir(file), ref)
 		}
@@ -83,16 +86,8 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 			return nil, fault.Unavailable(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
 		}
 		return b, nil
-	}
-	var cred Credential
-	cred.Server, cred.ServerName = sel.Cluster.Server, sel.Cluster.TLSServerName
-	if cred.CA, err = read("CA", sel.Cluster.CertificateAuthority, sel.Cluster.CertificateAuthorityData); err != nil {
-		return nil, err
-	}
-	if cred.Cert, err = read("client certificate", sel.User.ClientCertificate, sel.User.ClientCertificateData); err != nil {
-		return nil, err
-	}
-	if cred.Key, err = read("client key", sel.User.ClientKey, sel.User.ClientKeyData); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	c, err := New(cred)
@@ -103,51 +98,82 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 }
 
 // Credential is what New needs: the server's https URL, the PEM of its CA
-// (nil: the system's roots) and the client certificate and key (PEM).
+// (nil: the system's roots) and the client certificate and key (PEM), or
+// a bearer token (NewAPI only).
 type Credential struct {
 	Server     string
 	ServerName string // TLS server name to verify, when not the URL's host
 	CA         []byte
 	Cert, Key  []byte
+	Token      string
 }
 
 // New returns a Client for cred. Errors: a server that is not an https
 // URL, CA or key-pair PEM that does not parse, and a certificate that is
 // not a kubelet's (NodeName).
 func New(cred Credential) (*Client, error) {
-	if err := checkServer(cred.Server); err != nil {
+	if len(cred.Cert) == 0 {
+		return nil, errors.New("no client certificate: nodeprep reports with the kubelet's certificate only")
+	}
+	api, leaf, err := newAPI(cred)
+	if err != nil {
 		return nil, err
-	}
-	u, _ := url.Parse(cred.Server)
-	pair, err := tls.X509KeyPair(cred.Cert, cred.Key)
-	if err != nil {
-		return nil, fmt.Errorf("client certificate and key: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return nil, fmt.Errorf("client certificate: %w", err)
 	}
 	node, err := NodeName(leaf)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, ServerName: cred.ServerName, MinVersion: tls.VersionTLS12}
+	api.token = "" // the kubelet's identity is its certificate
+	return &Client{API: api, node: node}, nil
+}
+
+// NewAPI returns a client of the API server with cred's client
+// certificate or bearer token. Errors: those of New but the kubelet's
+// identity.
+func NewAPI(cred Credential) (*API, error) {
+	api, _, err := newAPI(cred)
+	return api, err
+}
+
+func newAPI(cred Credential) (*API, *x509.Certificate, error) {
+	if err := checkServer(cred.Server); err != nil {
+		return nil, nil, err
+	}
+	u, _ := url.Parse(cred.Server)
+	cfg := &tls.Config{ServerName: cred.ServerName, MinVersion: tls.VersionTLS12}
+	var leaf *x509.Certificate
+	if len(cred.Cert) > 0 || len(cred.Key) > 0 {
+		pair, err := tls.X509KeyPair(cred.Cert, cred.Key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client certificate and key: %w", err)
+		}
+		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return nil, nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
 	if len(cred.CA) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(cred.CA) {
-			return nil, errors.New("CA: no PEM certificate in it")
+			return nil, nil, errors.New("CA: no PEM certificate in it")
 		}
 		cfg.RootCAs = pool
 	}
 	tr := &http.Transport{TLSClientConfig: cfg, Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second}
-	return &Client{server: u, node: node, http: &http.Client{Transport: tr}}, nil
+	return &API{server: u, http: &http.Client{Transport: tr}, token: cred.Token}, leaf, nil
+}
+
+// Get reads path (e.g. "/api/v1/nodes") into out (JSON). Errors as
+// Report's; a 404 is an *APIError with Code 404.
+func (a *API) Get(ctx context.Context, path string, out any) error {
+	return a.do(ctx, http.MethodGet, path, "", nil, out)
 }
 
 // Node is the name of the Node this client may change.
 func (c *Client) Node() string { return c.node }
 
 // Close releases the client's idle connections.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+func (a *API) Close() { a.http.CloseIdleConnections() }
 
 // NodeName returns the node a kubelet client certificate belongs to: its
 // subject is CN=system:node:<name> with O=system:nodes, the identity the
@@ -315,7 +341,7 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
 }
 
-func (c *Client) do(ctx context.Context, method, p, ctype string, in, out any) error {
+func (c *API) do(ctx context.Context, method, p, ctype string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -332,6 +358,9 @@ func (c *Client) do(ctx context.Context, method, p, ctype string, in, out any) e
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "nodeprep")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}

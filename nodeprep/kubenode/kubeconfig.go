@@ -103,6 +103,20 @@ type Selection struct {
 // not an https URL, a user without a client certificate and key (a
 // token alone is not the kubelet's credential).
 func ParseKubeconfig(data []byte) (*Selection, error) {
+	sel, err := ParseAnyKubeconfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if (sel.User.ClientCertificate == "" && len(sel.User.ClientCertificateData) == 0) ||
+		(sel.User.ClientKey == "" && len(sel.User.ClientKeyData) == 0) {
+		return nil, fmt.Errorf("kubeconfig user of context %q has no client certificate and key: nodeprep reports with the kubelet's certificate only", sel.Context)
+	}
+	return sel, nil
+}
+
+// ParseAnyKubeconfig is ParseKubeconfig for any user: a client
+// certificate, a bearer token, or neither (the CA alone).
+func ParseAnyKubeconfig(data []byte) (*Selection, error) {
 	if len(data) > MaxKubeconfigSize {
 		return nil, fmt.Errorf("kubeconfig is %d bytes, more than %d", len(data), MaxKubeconfigSize)
 	}
@@ -140,11 +154,27 @@ func ParseKubeconfig(data []byte) (*Selection, error) {
 	if err := checkServer(sel.Cluster.Server); err != nil {
 		return nil, err
 	}
-	if (sel.User.ClientCertificate == "" && len(sel.User.ClientCertificateData) == 0) ||
-		(sel.User.ClientKey == "" && len(sel.User.ClientKeyData) == 0) {
-		return nil, fmt.Errorf("kubeconfig user of context %q has no client certificate and key: nodeprep reports with the kubelet's certificate only", ctxName)
-	}
 	return sel, nil
+}
+
+// Credential resolves sel's file references with read (given each path
+// as written; the caller resolves relative ones) into a Credential.
+// Errors are read's, naming the file.
+func (sel *Selection) Credential(read func(what, path string) ([]byte, error)) (Credential, error) {
+	cred := Credential{Server: sel.Cluster.Server, ServerName: sel.Cluster.TLSServerName, Token: sel.User.Token}
+	var err error
+	get := func(what, ref string, inline []byte) []byte {
+		if err != nil || len(inline) > 0 || ref == "" {
+			return inline
+		}
+		var b []byte
+		b, err = read(what, ref)
+		return b
+	}
+	cred.CA = get("CA", sel.Cluster.CertificateAuthority, sel.Cluster.CertificateAuthorityData)
+	cred.Cert = get("client certificate", sel.User.ClientCertificate, sel.User.ClientCertificateData)
+	cred.Key = get("client key", sel.User.ClientKey, sel.User.ClientKeyData)
+	return cred, err
 }
 
 func find[N any, V any](list []N, kv func(N) (string, V), name string) (V, bool) {

@@ -284,12 +284,13 @@ func badValue(env *app.Env, fs *pflag.FlagSet, flag, key string, err error) erro
 
 type clusterCheckOptions struct {
 	poolFlags
+	kubeconfig string
 }
 
 func newClusterCheckCommand(env *app.Env) *cobra.Command {
 	o := &clusterCheckOptions{}
 	cmd := &cobra.Command{
-		Use:   "check FILE|DIR|-",
+		Use:   "check FILE|DIR|- | --kubeconfig FILE",
 		Short: "Check workloads, the device plugin, KEDA and Karpenter manifests against what the nodes register",
 		Long: `check reads manifests (multi-document YAML; a directory's *.yaml, *.yml and
 *.json files, in its subdirectories too but not in hidden ones such as .git;
@@ -305,8 +306,23 @@ is read item by item. It prints a table, object × pool, and exits 1 on any ✗
 or when it judged nothing (no manifests, or none about the pool), 2 without a
 pool label, 65 for malformed input: a manifest that does not decode, or a
 FIFO, socket, device or dangling symlink where a manifest file should be
+(only regular files are read).
+
+With --kubeconfig FILE instead of a path it reads the live objects from that
+cluster (DaemonSets, Deployments, StatefulSets, Jobs, CronJobs, KEDA
+ScaledJobs and ScaledObjects, Karpenter NodePools) and its real Nodes: each
+node with the pool label must carry the pool's taints and nodeprep's
+nodeprep.dev/gpu-ready label and GPUUnhealthy condition with healthy GPUs,
+and the workloads are judged on a healthy pool node as the API serves it;
+69 when the cluster cannot be read.
+Exit status otherwise as above: 1 on any ✗
+pool label, 65 for malformed input: a manifest that does not decode, or a
+FIFO, socket, device or dangling symlink where a manifest file should be
 (only regular files are read).`,
-		Args: func(_ *cobra.Command, args []string) error {
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && cmd.Flags().Changed("kubeconfig") {
+				return nil
+			}
 			if len(args) != 1 {
 				return fault.Usage(fmt.Errorf("cluster check takes one argument, FILE|DIR|- (a manifest file, a directory of *.yaml, *.yml and *.json files, or - for stdin); got %d", len(args)))
 			}
@@ -318,9 +334,15 @@ FIFO, socket, device or dangling symlink where a manifest file should be
 			return nil
 		},
 		ValidArgsFunction: manifestCompletion,
-		RunE:              func(cmd *cobra.Command, args []string) error { return o.run(cmd, env, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return o.runLive(cmd, env)
+			}
+			return o.run(cmd, env, args[0])
+		},
 	}
 	o.poolFlags.add(cmd.Flags())
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "check the live objects and the real Nodes of the cluster this kubeconfig names, instead of files (give no FILE|DIR|-)")
 	return cmd
 }
 
