@@ -27,6 +27,8 @@ func TestRealToolsArePinned(t *testing.T) {
 		{realtest.Toolkit120, "nvidia-cdi-hook", []string{"--version"}, "github.com/NVIDIA/nvidia-container-toolkit", "1.20.2"},
 		{realtest.Containerd, "containerd", []string{"--version"}, "github.com/containerd/containerd/v2", "2.4.2"},
 		{realtest.Containerd, "crictl", []string{"--version"}, "sigs.k8s.io/cri-tools", "1.37.0"},
+		{realtest.Kubernetes, "kube-apiserver", []string{"--version"}, "k8s.io/kubernetes", "1.37.2"},
+		{realtest.Kubernetes, "kine", []string{"--version"}, "github.com/k3s-io/kine", "0.17.5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.component+"/"+tt.program, func(t *testing.T) {
