@@ -163,7 +163,18 @@ func (c *checker) nodeRows(nodes []corev1.Node) ([]Row, *corev1.Node) {
 		if len(why) > 0 {
 			cell = Cell{Column: ColumnOnPrem, Verdict: VerdictFail, Reason: strings.Join(why, "; "), Fix: strings.Join(fixes, "; ")}
 		} else if healthy == nil {
-			healthy = n
+			// Judged without the taints Kubernetes itself manages
+			// (node.kubernetes.io/not-ready, unreachable, ...: node
+			// conditions the node lifecycle adds and removes), which
+			// workloads are not meant to tolerate.
+			judged := n.DeepCopy()
+			judged.Spec.Taints = nil
+			for _, t := range n.Spec.Taints {
+				if !strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+					judged.Spec.Taints = append(judged.Spec.Taints, t)
+				}
+			}
+			healthy = judged
 		}
 		rows = append(rows, Row{Object: "node/" + n.Name, Source: "cluster /api/v1/nodes", Role: RoleNode, Cells: []Cell{cell}})
 	}
