@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,23 @@ func TestRealHealthReportsToNode(t *testing.T) {
 		}
 		t.Logf("%s: %s from the start of the run to the Node showing it", s.name, took.Round(time.Millisecond))
 	}
+
+	// The cost of the report: health runs with and without it, medians
+	// (for the docs' numbers; not asserted).
+	median := func(args ...string) time.Duration {
+		var ds []time.Duration
+		for range 5 {
+			start := time.Now()
+			if r := run(t, good, append(append([]string{"health"}, sim...), args...)...); r.code != 0 {
+				t.Fatalf("health %v: exit %d\n%s", args, r.code, r.stderr)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[2]
+	}
+	with, without := median(), median("--no-node-report")
+	t.Logf("health: %s with the Node report, %s without (medians of 5): the report costs %s", with.Round(time.Millisecond), without.Round(time.Millisecond), (with - without).Round(time.Millisecond))
 
 	// What the kubelet's credential may not do.
 	host, err := hostfs.New(root)

@@ -86,13 +86,30 @@ func StartAPIServer(t testing.TB) *APIServer {
 	saPubFile := write("sa.pub", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}))
 
 	sock := "unix://" + filepath.Join(work, "kine.sock")
-	start(t, work, "kine", kine,
-		"--listen-address="+sock,
+	kineDone := start(t, work, "kine", kine,
+		"--listen-address="+sock, "--metrics-bind-address=0", // no :8080: tests run in parallel
 		"--endpoint=sqlite://"+filepath.Join(work, "state.db")+"?_journal_mode=WAL&_busy_timeout=30000&_txlock=immediate",
 	)
+	// kube-apiserver retries its datastore, but says nothing useful when
+	// kine is gone: wait for kine's socket first.
+	for deadline := time.Now().Add(time.Minute); ; {
+		if c, err := net.Dial("unix", filepath.Join(work, "kine.sock")); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-kineDone:
+			t.Fatalf("kine exited before it listened:\n%s", tail(filepath.Join(work, "kine.log")))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kine not listening after a minute:\n%s", tail(filepath.Join(work, "kine.log")))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	port := freePort(t)
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
-	start(t, work, "kube-apiserver", apiserver,
+	apiDone := start(t, work, "kube-apiserver", apiserver,
 		"--etcd-servers="+sock,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--tls-cert-file="+servCertFile, "--tls-private-key-file="+servKeyFile,
@@ -111,8 +128,15 @@ func StartAPIServer(t testing.TB) *APIServer {
 		if err == nil && code == http.StatusOK {
 			break
 		}
+		select {
+		case <-apiDone:
+			t.Fatalf("kube-apiserver exited:\n%s", tail(filepath.Join(work, "kube-apiserver.log")))
+		case <-kineDone:
+			t.Fatalf("kine exited:\n%s", tail(filepath.Join(work, "kine.log")))
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kube-apiserver not ready after 2 minutes: %d %s %v\n%s", code, body, err, tail(filepath.Join(work, "kube-apiserver.log")))
+			t.Fatalf("kube-apiserver not ready after 2 minutes: %d %s %v\nkine's log:\n%s\nkube-apiserver's log:\n%s", code, body, err, tail(filepath.Join(work, "kine.log")), tail(filepath.Join(work, "kube-apiserver.log")))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -344,8 +368,8 @@ func freePort(t testing.TB) int {
 
 // start runs program with args in its own process group, its output in
 // dir/<name>.log, and stops it (SIGTERM, then SIGKILL after 10 s) with
-// t.Cleanup.
-func start(t testing.TB, dir, name, program string, args ...string) {
+// t.Cleanup. The channel it returns is closed when the program exits.
+func start(t testing.TB, dir, name, program string, args ...string) <-chan struct{} {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -370,6 +394,7 @@ func start(t testing.TB, dir, name, program string, args ...string) {
 			<-done
 		}
 	})
+	return done
 }
 
 func tail(file string) string {
