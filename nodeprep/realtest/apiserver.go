@@ -99,11 +99,11 @@ func StartAPIServer(t testing.TB) *APIServer {
 		}
 		select {
 		case <-kineDone:
-			t.Fatalf("kine exited before it listened:\n%s", tail(filepath.Join(work, "kine.log")))
+			t.Fatalf("kine exited before it listened:\n%s", logTail(filepath.Join(work, "kine.log")))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kine not listening after a minute:\n%s", tail(filepath.Join(work, "kine.log")))
+			t.Fatalf("kine not listening after a minute:\n%s", logTail(filepath.Join(work, "kine.log")))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -130,13 +130,13 @@ func StartAPIServer(t testing.TB) *APIServer {
 		}
 		select {
 		case <-apiDone:
-			t.Fatalf("kube-apiserver exited:\n%s", tail(filepath.Join(work, "kube-apiserver.log")))
+			t.Fatalf("kube-apiserver exited:\n%s", logTail(filepath.Join(work, "kube-apiserver.log")))
 		case <-kineDone:
-			t.Fatalf("kine exited:\n%s", tail(filepath.Join(work, "kine.log")))
+			t.Fatalf("kine exited:\n%s", logTail(filepath.Join(work, "kine.log")))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kube-apiserver not ready after 2 minutes: %d %s %v\nkine's log:\n%s\nkube-apiserver's log:\n%s", code, body, err, tail(filepath.Join(work, "kine.log")), tail(filepath.Join(work, "kube-apiserver.log")))
+			t.Fatalf("kube-apiserver not ready after 2 minutes: %d %s %v\nkine's log:\n%s\nkube-apiserver's log:\n%s", code, body, err, logTail(filepath.Join(work, "kine.log")), logTail(filepath.Join(work, "kube-apiserver.log")))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -397,10 +397,8 @@ func start(t testing.TB, dir, name, program string, args ...string) <-chan struc
 	return done
 }
 
-func tail(file string) string {
+// logTail is the end of a program's log file, at most 4000 bytes.
+func logTail(file string) string {
 	data, _ := os.ReadFile(file)
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	return strings.TrimSpace(string(data))
+	return strings.TrimSpace(tail(data, 4000))
 }
