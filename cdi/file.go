@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	udiff "github.com/aymanbagabas/go-udiff"
@@ -124,6 +125,41 @@ type PatchPlan struct {
 	// its Written.
 	Result *PatchResult
 	data   []byte // the patched spec's bytes; nil when nothing is to be written
+	// read is the identity of the file the plan was made from, taken
+	// before it was read: ApplyPatch writes only over that same file.
+	read fileIdentity
+}
+
+// ErrSpecChanged is returned (wrapped, with the file named) by ApplyPatch
+// when the spec on disk is no longer the file the plan was made from:
+// another writer (the device plugin, the DRA driver, the generator)
+// replaced or rewrote it in between. Nothing is written; the caller plans
+// again from the new file. nodeprep never renames a patch of an old spec
+// over a writer's newer one.
+var ErrSpecChanged = errors.New("the CDI spec changed since it was read")
+
+// fileIdentity is what tells one version of a file from the next: its
+// inode (an atomic rename brings a new one) and its size and modification
+// time (an in-place write changes them).
+type fileIdentity struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64 // ns
+	ok       bool  // false: the file could not be stat'ed
+}
+
+// identify returns the identity of the file at a host path (links
+// followed under the root), ok false when it cannot be stat'ed.
+func identify(host *hostfs.Root, specPath string) fileIdentity {
+	st, err := host.Stat(specPath)
+	if err != nil {
+		return fileIdentity{}
+	}
+	id := fileIdentity{size: st.Size(), mtime: st.ModTime().UnixNano(), ok: true}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino = uint64(sys.Dev), sys.Ino //nolint:unconvert // Dev is uint64 on amd64, not everywhere
+	}
+	return id
 }
 
 // Writes reports whether ApplyPatch would write the spec: it changed and no
@@ -135,6 +171,7 @@ func (p *PatchPlan) Writes() bool { return p.data != nil }
 // the result with the CDI library (in memory: nothing is written anywhere,
 // not even a temporary file). Errors are PatchFile's, less the write's.
 func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
+	read := identify(host, opts.Spec)
 	old, spec, err := Load(host, opts.Spec)
 	if err != nil {
 		return nil, err
@@ -159,7 +196,7 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 		changes = []Change{} // [] in JSON, not null
 	}
 	res := &PatchResult{Spec: opts.Spec, Changes: changes, Findings: findings.sorted(), Graphics: g}
-	plan := &PatchPlan{Result: res}
+	plan := &PatchPlan{Result: res, read: read}
 	if len(changes) == 0 {
 		return plan, nil // nothing to write, whatever the findings say
 	}
@@ -324,11 +361,19 @@ func invalidResult(spec string, err error) error {
 // ApplyPatch writes a plan's spec when it has one to write (Writes):
 // atomically, keeping the file's mode. The bytes are those PlanPatch had
 // the CDI library validate, so they are not validated twice (a 50 MB spec
-// takes seconds). Errors: a failed write → fault.ErrCantWrite (the old file
-// intact).
+// takes seconds). Just before the write it checks that the file is still
+// the one the plan read (same inode, size and modification time); when
+// another writer replaced it meanwhile it writes nothing and returns
+// ErrSpecChanged. The check and the rename are not one atomic step: a
+// writer's rename in the microseconds between them is overwritten, and the
+// next event (the watch, the path unit) patches the spec again. Errors: a
+// failed write → fault.ErrCantWrite (the old file intact); ErrSpecChanged.
 func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
 	if p.data == nil {
 		return nil
+	}
+	if now := identify(host, p.Result.Spec); now != p.read || !now.ok {
+		return fmt.Errorf("patching CDI spec %q: %w: nothing written", p.Result.Spec, ErrSpecChanged)
 	}
 	if err := host.WriteFile(p.Result.Spec, p.data, hostfs.WriteOptions{}); err != nil {
 		return err

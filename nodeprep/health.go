@@ -146,7 +146,7 @@ func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 		return baseline{}, fmt.Errorf("reading status %q: %w", statusFile, err)
 	}
 	b := baseline{gpus: prev.ExpectedGPUs, ready: prev.Ready, verdict: prev.Verdict}
-	if prev.Command == "health" {
+	if prev.Command == "health" || prev.Command == CommandRepatch {
 		if prev.BootReady == nil {
 			return baseline{}, fmt.Errorf("%s: a health report without the verdict of the up before it", statusFile)
 		}

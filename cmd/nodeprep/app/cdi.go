@@ -26,7 +26,7 @@ func newCDICommand(g *globals) *cobra.Command {
 		Short: "Patch or check the CDI spec so containers get Vulkan, EGL and glvnd",
 		Args:  noArgs,
 	}
-	cmd.AddCommand(newCDIPatchCommand(g), newCDICheckCommand(g))
+	cmd.AddCommand(newCDIPatchCommand(g), newCDICheckCommand(g), newCDIWatchCommand(g))
 	return cmd
 }
 
@@ -79,10 +79,40 @@ func containerPaths(p cdi.ContainerPaths, arch string) cdi.ContainerPaths {
 
 type cdiPatchOptions struct {
 	specFlags
-	dryRun bool
-	diff   bool
-	check  bool
-	wait   time.Duration
+	outputs     repatchFlags
+	dryRun      bool
+	diff        bool
+	check       bool
+	changesOnly bool
+	wait        time.Duration
+}
+
+// repatchFlags are the outputs a re-patch keeps current (cdi patch, cdi
+// watch): the status report up wrote and its metrics.
+type repatchFlags struct {
+	statusFile  string
+	metricsFile string
+	deviceNames []string
+}
+
+func (f *repatchFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report up wrote: read for the node's GPUs, its cdi stage judged again and rewritten when the verdict or a spec changes (\"\" = none)")
+	fs.StringVar(&f.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter, rewritten with the status (default: up.metricsFile)")
+	fs.StringSliceVar(&f.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the specs must serve per GPU of the status report: uuid and/or index")
+}
+
+// options resolves the flags over the config file.
+func (f *repatchFlags) options(g *globals, cmd *cobra.Command, cdiOpts cdi.FileOptions) nodeprep.RepatchOptions {
+	fs := cmd.Flags()
+	return nodeprep.RepatchOptions{
+		CDI:         cdiOpts,
+		DeviceNames: flagOr(fs, "device-names", f.deviceNames, g.cfg.CDI.DeviceNames),
+		StatusFile:  flagOr(fs, "status-file", f.statusFile, g.cfg.Up.StatusFile),
+		MetricsFile: flagOr(fs, "metrics-file", f.metricsFile, g.cfg.Up.MetricsFile),
+		Log:         g.log,
+		Version:     version,
+	}
 }
 
 func newCDIPatchCommand(g *globals) *cobra.Command {
@@ -97,12 +127,21 @@ cdiVersion if the fields need it, validates the result with the CDI library
 and replaces the file atomically. It is idempotent: a second run changes no
 byte.
 
+It patches every spec the runtime serves GPUs from (the generator's, the
+device plugin's, the DRA driver's), and when a status report exists
+(--status-file, written by up) it judges its cdi stage again and rewrites
+the status and the metrics when a spec or the verdict changed: this is the
+re-patch the NixOS module's path unit runs each time a spec is written
+after boot (docs/runtime-view.md). A spec another writer replaces while it
+is patched is read and patched again, never overwritten with an older one.
+
 It prints one line per change (a mount added or replaced, cdiVersion
 raised): each is one finding 'cdi check' reports on the same tree, an
 error for an essential piece, a warning for an optional one. --dry-run
 prints the same summary and the same problems and writes nothing; --diff
 prints the unified diff of the file instead of the change list; --check
-exits 1 when the spec would change.`,
+exits 1 when the spec would change; --changes-only prints nothing when
+nothing was written and nothing is wrong (for the path unit's journal).`,
 		Example: `  nodeprep cdi patch --dry-run
   nodeprep cdi patch --dry-run --diff
   nodeprep cdi patch --spec /var/run/cdi/nvidia-container-toolkit.json --driver-root /run/opengl-driver`,
@@ -115,6 +154,8 @@ exits 1 when the spec would change.`,
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "report what would change and why it would fail, write nothing")
 	cmd.Flags().BoolVar(&o.diff, "diff", false, "print the unified diff of the spec instead of the list of changes")
 	cmd.Flags().BoolVar(&o.check, "check", false, "write nothing; exit 1 if the spec would change (for CI)")
+	cmd.Flags().BoolVar(&o.changesOnly, "changes-only", false, "print nothing when no spec was written and no problem found")
+	o.outputs.add(cmd)
 	addWaitFlag(cmd, &o.wait)
 	return cmd
 }
@@ -122,29 +163,34 @@ exits 1 when the spec would change.`,
 func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Command) error {
 	opts := o.options(g, cmd)
 	dry := o.dryRun || o.check
-	if !dry {
+	var res *cdi.PatchResult
+	if dry {
+		plan, err := specset.PlanPatch(g.host, opts)
+		if err != nil {
+			return err
+		}
+		res = plan.Result
+	} else {
 		unlock, err := lock(ctx, g, cmd, o.wait)
 		if err != nil {
 			return err
 		}
 		defer unlock() //nolint:errcheck // released on exit anyway
-	}
-	plan, err := specset.PlanPatch(g.host, opts)
-	if err != nil {
-		return err
-	}
-	if !dry {
-		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
-			return fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
-		}
-		if err := specset.ApplyPatch(g.host, plan); err != nil {
+		rp, err := nodeprep.Repatch(ctx, g.host, o.outputs.options(g, cmd, opts))
+		if err != nil {
 			return err
 		}
+		res = rp.Patch
+		if rp.StatusWritten {
+			g.log.Info("status updated", "file", rp.Report.StatusFile, "verdict", rp.Report.Verdict)
+		}
 	}
-	res := plan.Result
-	err = g.print(res, func(w io.Writer) error { return writePatchText(w, res, o.diff) })
-	if err != nil {
-		return err
+	quiet := o.changesOnly && !written(res) && res.Findings.Errors() == 0
+	if !quiet {
+		err := g.print(res, func(w io.Writer) error { return writePatchText(w, res, o.diff) })
+		if err != nil {
+			return err
+		}
 	}
 	if errs := res.Findings.Errors(); errs > 0 {
 		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: %s could not be fixed", res.Spec, count(errs, "problem"))))
@@ -153,6 +199,14 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		return fault.CheckFailed(fmt.Errorf("CDI spec %q is not patched (%s pending; run nodeprep cdi patch)", res.Spec, count(len(res.Changes), "change")))
 	}
 	return nil
+}
+
+// written reports whether the patch wrote the named spec or another one.
+func written(res *cdi.PatchResult) bool {
+	if res.Written {
+		return true
+	}
+	return slices.ContainsFunc(res.Related, func(r *cdi.PatchResult) bool { return r.Written })
 }
 
 // writePatchText prints a patch's verdict, its changes (or with diff the
@@ -164,10 +218,12 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 		verb = "not patched: nothing written because of the problems below"
 	case !res.Changed:
 		verb = "already patched, unchanged"
-	case !res.Written && res.Findings.Errors() > 0:
+	case !written(res) && res.Findings.Errors() > 0:
 		verb = "not patched: nothing written because of the problems below"
 	case res.Written:
 		verb = "patched, " + count(len(res.Changes), "change")
+	case written(res): // only other specs were written
+		verb = "already patched, unchanged"
 	default:
 		verb = "would be patched, " + count(len(res.Changes), "change") + " (dry run: nothing written)"
 	}
@@ -178,12 +234,12 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 			relSpecs++
 		}
 	}
-	if relChanges > 0 && (res.Written || res.Findings.Errors() == 0) {
+	if relChanges > 0 && (written(res) || res.Findings.Errors() == 0) {
 		verb += fmt.Sprintf(", and %s in %s the runtime also serves GPUs from", count(relChanges, "change"), count(relSpecs, "other spec"))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s\n", res.Spec, verb)
-	if res.Findings.Errors() > 0 && !res.Written {
+	if res.Findings.Errors() > 0 && !written(res) {
 		// Blocked: the problems are the answer; what a patch would add
 		// after they are fixed is for the next run (or --diff) to say.
 		if diff {

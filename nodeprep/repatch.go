@@ -1,0 +1,255 @@
+package nodeprep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+)
+
+// CommandRepatch is Report.Command of a status report that a re-patch
+// after boot wrote (`nodeprep cdi patch`, `nodeprep cdi watch`, the NixOS
+// path unit): the last report with its cdi stage judged again.
+const CommandRepatch = "cdi patch"
+
+// repatchTries is how often Repatch plans again when a writer replaces a
+// spec between the plan and the write (cdi.ErrSpecChanged).
+const repatchTries = 5
+
+// RepatchOptions is what a re-patch after boot needs.
+type RepatchOptions struct {
+	// CDI names the spec, the runtime's spec directories and the driver
+	// root, as for `up`; its Expect is filled here.
+	CDI cdi.FileOptions
+	// DeviceNames are the device-name strategies the specs must serve
+	// (DeviceNameUUID, ...), checked against the GPUs of the last report.
+	DeviceNames []string
+	// StatusFile is the host path of the status report: read for the
+	// node's GPUs and verdict, rewritten when the verdict or a spec
+	// changed ("" = none).
+	StatusFile string
+	// MetricsFile is the host path of the Prometheus textfile ("" = none).
+	MetricsFile string
+	Log         *slog.Logger // diagnostics (nil: discarded)
+	// Now is the clock (time.Now when nil).
+	Now     func() time.Time
+	Version string // nodeprep's version, for the report
+}
+
+// RepatchResult is what Repatch did.
+type RepatchResult struct {
+	// Patch is the patch of the runtime's view: the named spec's result,
+	// the other GPU specs in Related.
+	Patch *cdi.PatchResult `json:"patch" yaml:"patch"`
+	// Wrote are the host paths of the specs written, in the view's order.
+	Wrote []string `json:"wrote" yaml:"wrote"`
+	// Report is the status report as it now stands (nil when there is no
+	// status file to judge against: no `up` has run).
+	Report *Report `json:"report,omitempty" yaml:"report,omitempty"`
+	// StatusWritten is true when the status (and metrics) file was
+	// rewritten: a spec was written or the verdict changed.
+	StatusWritten bool `json:"statusWritten" yaml:"statusWritten"`
+	// Retries counts the plans made again because a writer replaced a
+	// spec between the plan and the write.
+	Retries int `json:"retries" yaml:"retries"`
+}
+
+// Changed reports whether the re-patch wrote anything (a spec, the status).
+func (r *RepatchResult) Changed() bool { return len(r.Wrote) > 0 || r.StatusWritten }
+
+// Repatch patches every GPU spec in the runtime's view again and judges
+// the view, for a node that is already up: the NVIDIA device plugin and
+// the DRA driver write their specs after boot, without the graphics
+// mounts. It checks the device names against the GPUs of the last status
+// report (no NVML call) and replaces that report's cdi stage with this
+// verdict: the node stays ready while every spec that serves GPUs is
+// patched or patchable, and turns not ready, naming the spec, when one
+// cannot be. A node `up` did not make ready stays not ready. It writes the
+// status and metrics files only when a spec was written or the verdict
+// changed, so a pass with nothing to do writes nothing at all.
+//
+// The caller holds the host lock. Errors: those of specset.PlanPatch and
+// ApplyPatch (nothing written), a spec that keeps changing under it
+// (cdi.ErrSpecChanged after repatchTries plans), and the outputs' writes
+// (fault.ErrCantWrite). A view whose findings are errors is not an error:
+// it is the report's verdict, and Report.Err is set.
+func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*RepatchResult, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	start := opts.Now()
+	prev := lastReport(host, opts.StatusFile)
+	copts := opts.CDI
+	expect := 0
+	if prev != nil && prev.Inventory != nil {
+		inv := *prev.Inventory
+		inv.GPUs = inv.Healthy()
+		ex, err := ExpectedCDIDevices(&inv, opts.DeviceNames)
+		if err != nil {
+			return nil, err
+		}
+		copts.Expect, expect = ex, len(ex)
+		copts.Discover.DriverVersion = inv.DriverVersion
+	}
+	res := &RepatchResult{Wrote: []string{}}
+	var plan *specset.PatchPlan
+	for try := 0; ; try++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fault.CheckFailed(fmt.Errorf("re-patching CDI specs: stopped before writing: %w", err))
+		}
+		var err error
+		if plan, err = specset.PlanPatch(host, copts); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
+			return nil, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", copts.Spec, err))
+		}
+		err = specset.ApplyPatch(host, plan)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, cdi.ErrSpecChanged) || try+1 >= repatchTries {
+			return nil, err
+		}
+		res.Retries++
+		opts.Log.Debug("a spec changed while it was patched; planning again", "err", err)
+	}
+	res.Patch = plan.Result
+	for _, r := range append([]*cdi.PatchResult{res.Patch}, res.Patch.Related...) {
+		if r.Written {
+			res.Wrote = append(res.Wrote, r.Spec)
+		}
+	}
+	if prev == nil {
+		return res, nil
+	}
+	st := cdiStage(res.Patch, expect, res.Wrote)
+	st.DurationMS = ms(opts.Now().Sub(start))
+	rep := rejudge(prev, st, opts, start)
+	rep.CDI = res.Patch
+	rep.FilesChanged = slices.Clone(res.Wrote)
+	res.Report = rep
+	if len(res.Wrote) == 0 && rep.Ready == prev.Ready && rep.Verdict == prev.Verdict && slices.Equal(stageReasons(rep, StageCDI), stageReasons(prev, StageCDI)) {
+		return res, nil // nothing changed: status and metrics stay as they are
+	}
+	u := &upRun{host: host, opts: UpOptions{StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Now: opts.Now}, report: rep}
+	if err := u.writeOutputs(); err != nil {
+		return res, err
+	}
+	res.StatusWritten = true
+	return res, nil
+}
+
+// lastReport reads the status file's report; nil when there is none or it
+// does not parse (health and up report that; a re-patch only patches).
+func lastReport(host *hostfs.Root, statusFile string) *Report {
+	if statusFile == "" {
+		return nil
+	}
+	data, err := host.ReadFile(statusFile)
+	if err != nil {
+		return nil
+	}
+	var r Report
+	if json.Unmarshal(data, &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// cdiStage is the cdi stage's result for a patch of the view, as `up`
+// words it: error findings fail it, warnings make it a warning.
+func cdiStage(res *cdi.PatchResult, expect int, wrote []string) StageResult {
+	st := StageResult{Name: StageCDI, Status: StatusOK}
+	var warnings []string
+	for _, f := range res.Findings {
+		if f.Severity == cdi.SeverityError {
+			st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
+		} else {
+			warnings = append(warnings, f.Code+": "+f.Message)
+		}
+	}
+	verb := "unchanged"
+	switch {
+	case len(st.Reasons) > 0:
+		st.Status = StatusFailed
+		verb = "not patched: nothing written"
+	case len(wrote) > 0:
+		verb = "re-patched (" + fmt.Sprint(len(wrote)) + " spec(s) written)"
+	}
+	if len(st.Reasons) == 0 && len(warnings) > 0 {
+		st.Status = StatusWarning
+	}
+	st.Reasons = append(st.Reasons, warnings...)
+	files := 0
+	if res.Graphics != nil {
+		files = len(res.Graphics.Files)
+	}
+	st.Summary = fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(files, "graphics file"), count(expect, "device name"))
+	return st
+}
+
+// rejudge is prev with its cdi stage replaced by st: ready when the node's
+// boot was ready, no other stage failed and st passed.
+func rejudge(prev *Report, st StageResult, opts RepatchOptions, start time.Time) *Report {
+	rep := *prev
+	rep.Command = CommandRepatch
+	rep.Version = opts.Version
+	rep.StartedAt = start.UTC()
+	bootReady, bootVerdict := prev.Ready, prev.Verdict
+	if prev.Command != "" && prev.BootReady != nil {
+		bootReady, bootVerdict = *prev.BootReady, prev.BootVerdict
+	}
+	rep.BootReady, rep.BootVerdict = &bootReady, bootVerdict
+	rep.Stages = slices.Clone(prev.Stages)
+	replaced := false
+	othersOK := true
+	for i, s := range rep.Stages {
+		if s.Name == StageCDI {
+			rep.Stages[i], replaced = st, true
+			continue
+		}
+		if s.Status == StatusFailed {
+			othersOK = false
+		}
+	}
+	if !replaced {
+		rep.Stages = append(rep.Stages, st)
+	}
+	rep.DurationMS = st.DurationMS
+	rep.Ready = bootReady && othersOK && st.Status != StatusFailed
+	switch {
+	case rep.Ready && rep.Tainted:
+		rep.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
+	case rep.Ready:
+		rep.Verdict = "ready"
+	case !bootReady:
+		rep.Verdict = "not ready: the last nodeprep up left the node not ready (" + bootVerdict + ")"
+	default:
+		rep.Verdict = "not ready: " + firstReason(&rep)
+	}
+	if !rep.Ready && st.Status == StatusFailed {
+		rep.stageErr = fault.CheckFailed(errors.New(st.Reasons[0]))
+	}
+	return &rep
+}
+
+func stageReasons(r *Report, name string) []string {
+	for _, s := range r.Stages {
+		if s.Name == name {
+			return s.Reasons
+		}
+	}
+	return nil
+}
