@@ -664,4 +664,44 @@ rec {
       ++ (if metricsFile != null then [ (canonicalRun (parentDir metricsFile)) ] else [ ])
     );
   # --- end nodeprep health ---
+
+  # --- nodeprep cdi patch on write: the path unit (re-patch after boot) ---
+  # The CDI spec directories the path unit watches (PathChanged=): the
+  # runtime's (cdi.specDirs, else containerd's default /etc/cdi and
+  # /var/run/cdi) and the directory of the spec nodeprep patches, with
+  # /var/run spelt /run as systemd resolves it.
+  cdiWatchDirs =
+    opts:
+    let
+      o = normalize opts;
+      s = o.settings;
+      dirs = attrByPath [ "cdi" "specDirs" ] [ "/etc/cdi" "/var/run/cdi" ] s;
+      spec = attrByPath [ "cdi" "spec" ] defaults.cdiSpec s;
+    in
+    unique (map canonicalRun (dirs ++ [ (parentDir spec) ]));
+
+  # The arguments of the re-patch the path unit runs: `cdi patch` with the
+  # module's config file (spec, directories, device names, status file),
+  # quiet when nothing changed, waiting for an `up` or `health` that holds
+  # the lock, and the metrics file `up` writes.
+  patchExecArgs =
+    opts:
+    let
+      o = normalize opts;
+    in
+    [
+      "cdi"
+      "patch"
+      "--config=${o.configFile}"
+      "--changes-only"
+      "--wait=30s"
+    ]
+    ++ (if o.metricsTextfileDir != null then [ "--metrics-file=${metricsFileOf o}" ] else [ ]);
+
+  # What the re-patch writes: the lock, the status and metrics directories,
+  # and the watched spec directories ("-": a directory that does not exist,
+  # such as /etc/cdi on most hosts, is not an error for ReadWritePaths=).
+  patchReadWritePaths =
+    opts: healthReadWritePaths opts ++ map (d: "-" + d) (cdiWatchDirs opts);
+  # --- end nodeprep cdi patch on write ---
 }

@@ -138,15 +138,38 @@ let
         && lib.hasInfix "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig" h.ExecStart;
     }
     # --- end nodeprep health ---
+    # --- re-patch on write (services.nodeprep.repatch) ---
+    {
+      name = "a path unit over the CDI spec directories runs cdi patch after nodeprep.service";
+      ok =
+        cfg.systemd.paths.nodeprep-cdi-patch.pathConfig.PathChanged == [
+          "/etc/cdi"
+          "/run/cdi"
+        ]
+        && cfg.systemd.paths.nodeprep-cdi-patch.pathConfig.Unit == "nodeprep-cdi-patch.service"
+        && lib.elem "multi-user.target" cfg.systemd.paths.nodeprep-cdi-patch.wantedBy
+        && lib.elem "nodeprep.service" cfg.systemd.services.nodeprep-cdi-patch.requisite
+        && lib.all (f: lib.hasInfix f cfg.systemd.services.nodeprep-cdi-patch.serviceConfig.ExecStart) [
+          "\"cdi\" \"patch\""
+          "--changes-only"
+          "--wait=30s"
+        ]
+        && cfg.systemd.services.nodeprep-cdi-patch.serviceConfig.Restart == "no"
+        && cfg.systemd.services.nodeprep-cdi-patch.serviceConfig.ProtectSystem == "strict"
+        && lib.elem "-/run/cdi" cfg.systemd.services.nodeprep-cdi-patch.serviceConfig.ReadWritePaths
+        && !(cfg.systemd.services.nodeprep-cdi-patch.serviceConfig ? DeviceAllow);
+    }
+    # --- end re-patch on write ---
   ];
   unmet = map (e: e.name) (lib.filter (e: !e.ok) expectations);
 
   # Instantiating toplevel evaluates everything (and the rendered unit).
   toplevel = builtins.unsafeDiscardStringContext cfg.system.build.toplevel.drvPath;
   unitText = builtins.unsafeDiscardStringContext cfg.systemd.units."nodeprep.service".text;
+  pathUnitText = builtins.unsafeDiscardStringContext cfg.systemd.units."nodeprep-cdi-patch.path".text;
 
   facts = {
-    inherit toplevel unitText;
+    inherit toplevel unitText pathUnitText;
     configYaml = cfg.environment.etc."nodeprep/config.yaml".text;
     inherit (unit)
       after

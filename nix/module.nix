@@ -238,6 +238,21 @@ in
       };
     };
     # --- end nodeprep health options ---
+
+    repatch.enable = lib.mkOption {
+      type = lib.types.bool;
+      default = true;
+      description = ''
+        Re-patch the CDI specs whenever one is written after boot (a systemd
+        path unit over the runtime's CDI spec directories runs
+        `nodeprep cdi patch`): the NVIDIA device plugin and the DRA driver
+        write theirs without the graphics mounts. The status file and the
+        metrics follow, so `nodeprep_ready` turns 0 naming the spec when one
+        that serves GPUs cannot be patched. The directories are
+        `settings.cdi.specDirs` (default /etc/cdi and /var/run/cdi); set it
+        when a containerd template changes `cdi_spec_dirs`.
+      '';
+    };
   };
 
   config = lib.mkIf cfg.enable {
@@ -553,5 +568,52 @@ in
       };
     };
     # --- end nodeprep health ---
+
+    # --- re-patch on write: a path unit over the runtime's CDI spec dirs ---
+    # The NVIDIA device plugin (cdi-* strategies) and the DRA driver write
+    # their specs after boot, without the graphics mounts; the generator
+    # rewrites its own when it restarts. PathChanged= on each spec
+    # directory (systemd.path(5): an entry created, closed after writing,
+    # moved in or out, deleted) runs `nodeprep cdi patch --changes-only`,
+    # which patches every GPU spec of the runtime's view under the lock
+    # (waiting for an `up` or `health` that holds it), writes nothing when
+    # nothing changed (its own write's event then costs one quiet run), and
+    # rewrites the status file and the metrics when a spec or the verdict
+    # changed. `nodeprep cdi watch` is the same trigger as one process
+    # (docs/runtime-view.md, "After boot").
+    systemd.paths.nodeprep-cdi-patch = lib.mkIf cfg.repatch.enable {
+      description = "Re-patch the CDI specs nodeprep serves GPUs from whenever one is written";
+      wantedBy = [ "multi-user.target" ];
+      after = [ "nodeprep.service" ];
+      pathConfig = {
+        PathChanged = nplib.cdiWatchDirs opts;
+        Unit = "nodeprep-cdi-patch.service";
+      };
+    };
+    systemd.services.nodeprep-cdi-patch = lib.mkIf cfg.repatch.enable {
+      description = "Re-patch the CDI specs with the Vulkan/EGL/glvnd mounts and update nodeprep_ready";
+      documentation = [ "https://github.com/nodeprep/nodeprep" ];
+      # Like health: only a node `up` brought up is re-patched (a spec
+      # written before `up` ends is `up`'s to patch).
+      after = [ "nodeprep.service" ];
+      requisite = [ "nodeprep.service" ];
+      serviceConfig =
+        (removeAttrs config.systemd.services.nodeprep.serviceConfig [
+          "Restart"
+          "RestartSec"
+          "RestartPreventExitStatus"
+          "DeviceAllow"
+        ])
+        // {
+          Restart = "no";
+          Type = "oneshot";
+          RemainAfterExit = false;
+          # No GPU device is opened: the patch reads files only.
+          DevicePolicy = "closed";
+          ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.patchExecArgs opts);
+          ReadWritePaths = nplib.patchReadWritePaths opts;
+        };
+    };
+    # --- end re-patch on write ---
   };
 }

@@ -600,5 +600,51 @@ let
       ];
     }
   ];
+
+  # --- nodeprep cdi patch on write (the path unit) ---
+  patchCases = [
+    {
+      name = "cdiWatchDirs: containerd's default directories and the spec's, /var/run as /run";
+      got = lib.cdiWatchDirs { };
+      want = [
+        "/etc/cdi"
+        "/run/cdi"
+      ];
+    }
+    {
+      name = "cdiWatchDirs: cdi.specDirs and a spec outside them";
+      got = lib.cdiWatchDirs {
+        settings.cdi.specDirs = [ "/etc/cdi" "/var/lib/cdi" ];
+        settings.cdi.spec = "/var/run/nvidia/cdi/nvidia.json";
+      };
+      want = [
+        "/etc/cdi"
+        "/var/lib/cdi"
+        "/run/nvidia/cdi"
+      ];
+    }
+    {
+      name = "patchExecArgs: cdi patch, quiet when unchanged, waits for the lock, keeps the metrics";
+      got = lib.patchExecArgs (base // { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; });
+      want = [
+        "cdi"
+        "patch"
+        "--config=/etc/nodeprep/config.yaml"
+        "--changes-only"
+        "--wait=30s"
+        "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
+      ];
+    }
+    {
+      name = "patchReadWritePaths: lock, status, metrics, and the watched directories if they exist";
+      got = lib.patchReadWritePaths { metricsTextfileDir = "/var/run/metrics"; };
+      want = [
+        "/run/nodeprep"
+        "/run/metrics"
+        "-/etc/cdi"
+        "-/run/cdi"
+      ];
+    }
+  ];
 in
-runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ k3sPathCases ++ entryCases ++ healthCases)
+runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ k3sPathCases ++ entryCases ++ healthCases ++ patchCases)
