@@ -1,0 +1,255 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+// pluginSpec is where the NVIDIA device plugin (cdi-* strategies) writes
+// its spec, and the spec it writes: the generator's edits, one device per
+// GPU, no graphics mounts (testdata/hosts/plugin-kind).
+const pluginSpec = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
+
+// watchPass is one line of `cdi watch -o json`.
+type watchPass struct {
+	Trigger []string `json:"trigger"`
+	Wrote   []string `json:"wrote"`
+	Ready   *bool    `json:"ready"`
+	Verdict string   `json:"verdict"`
+	Latency float64  `json:"latencyMs"`
+	Err     string   `json:"error"`
+	Initial bool     `json:"initial"`
+}
+
+// startWatch starts `nodeprep cdi watch -o json` on root and returns its
+// passes as they come; the watch is stopped with SIGTERM at cleanup and
+// must exit 0.
+func startWatch(t *testing.T, root string, args ...string) <-chan watchPass {
+	t.Helper()
+	cmd := exec.Command(testkit.Binary(t), append([]string{"cdi", "watch", "--root", root, "-o", "json"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	passes := make(chan watchPass, 1000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(passes)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var p watchPass
+			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+				t.Errorf("cdi watch printed %q: %v", sc.Text(), err)
+				continue
+			}
+			passes <- p
+		}
+		io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("cdi watch after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	})
+	return passes
+}
+
+// nextPass waits for the next pass that matches ok.
+func nextPass(t *testing.T, passes <-chan watchPass, what string, ok func(watchPass) bool) watchPass {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case p, open := <-passes:
+			if !open {
+				t.Fatalf("cdi watch ended before %s", what)
+			}
+			if ok(p) {
+				return p
+			}
+		case <-timeout:
+			t.Fatalf("no pass %s within 20 s", what)
+		}
+	}
+}
+
+// writeAtomic writes a spec as the device plugin and the CDI library do:
+// a temporary file in the same directory, renamed over the name.
+func writeAtomic(t *testing.T, dst string, data []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(dst), ".spec-123.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasGraphicsMounts(t *testing.T, root, spec string) bool {
+	t.Helper()
+	h, _ := hostfs.New(root)
+	_, s, err := cdi.Load(h, spec)
+	if err != nil {
+		return false
+	}
+	for _, m := range s.ContainerEdits.Mounts {
+		if m.ContainerPath == "/usr/share/glvnd/egl_vendor.d/10_nvidia.json" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWatchRepatchesAfterUp: after `up`, the device plugin writes its spec
+// (no graphics mounts); nobody runs nodeprep by hand, and `cdi watch` (the
+// path unit's trigger as one process) patches it, keeps the node ready,
+// and rewrites status.json and the metrics. Then the plugin's spec is
+// replaced by one in the read-only store: the node turns not ready naming
+// it.
+func TestWatchRepatchesAfterUp(t *testing.T) {
+	icd, egl := lavapipe(t)
+	root := hostCopy(t, "nixos-h200")
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", "/run/nodeprep/nodeprep.prom"); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	passes := startWatch(t, root, "--metrics-file", "/run/nodeprep/nodeprep.prom")
+	first := nextPass(t, passes, "at start", func(p watchPass) bool { return p.Initial })
+	if first.Ready == nil || !*first.Ready || len(first.Wrote) != 0 {
+		t.Fatalf("initial pass = %+v, want ready and nothing written (up patched everything)", first)
+	}
+
+	// The device plugin's pod starts and writes its spec.
+	plugin, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind"), "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specFile := filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json")
+	writeAtomic(t, specFile, plugin)
+	p := nextPass(t, passes, "re-patching the plugin's spec", func(p watchPass) bool { return len(p.Wrote) > 0 })
+	if len(p.Wrote) != 1 || p.Wrote[0] != pluginSpec || p.Ready == nil || !*p.Ready {
+		t.Errorf("pass = %+v, want the plugin's spec written and the node ready", p)
+	}
+	if !hasGraphicsMounts(t, root, pluginSpec) {
+		t.Fatalf("%s was not patched", pluginSpec)
+	}
+	s := readStatus(t, root)
+	if !s.Ready || s.Verdict != "ready" {
+		t.Errorf("status after the re-patch = %+v", s)
+	}
+	var full map[string]any
+	data, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json"))
+	json.Unmarshal(data, &full)
+	if full["command"] != "cdi patch" || !strings.Contains(string(data), pluginSpec) {
+		t.Errorf("status.json is not the re-patch's report naming %s:\n%.600s", pluginSpec, data)
+	}
+
+	// The plugin's spec now comes from the read-only store (a link from
+	// /etc/cdi, as environment.etc makes): it cannot be patched.
+	store := filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi")
+	if out, err := exec.Command("cp", "-a", store, filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	os.Remove(specFile)
+	if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
+		t.Fatal(err)
+	}
+	p = nextPass(t, passes, "turning the node not ready", func(p watchPass) bool { return p.Ready != nil && !*p.Ready })
+	if !strings.Contains(p.Verdict, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") {
+		t.Errorf("verdict %q does not name the unpatchable spec", p.Verdict)
+	}
+	if s := readStatus(t, root); s.Ready || !strings.Contains(s.Verdict, "unpatchable-spec") {
+		t.Errorf("status = %+v, want not ready with unpatchable-spec", s)
+	}
+	prom, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/nodeprep.prom"))
+	if !strings.Contains(string(prom), "nodeprep_ready 0") || !strings.Contains(string(prom), `nodeprep_stage_ok{stage="cdi"} 0`) {
+		t.Errorf("metrics after the unpatchable spec:\n%s", prom)
+	}
+}
+
+// TestWatchConvergesUnderAWriterLoop: a writer that rewrites its spec every
+// 100 ms (a crash-looping device plugin) and nodeprep never fight: every
+// rewrite is patched again, nodeprep's own writes start no pass, and once
+// the writer stops the spec on disk is patched and the watch goes quiet.
+func TestWatchConvergesUnderAWriterLoop(t *testing.T) {
+	icd, egl := lavapipe(t)
+	root := hostCopy(t, "nixos-h200")
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter"); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	passes := startWatch(t, root)
+	nextPass(t, passes, "at start", func(p watchPass) bool { return p.Initial })
+	plugin, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind"), "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specFile := filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json")
+	const rewrites = 20
+	for range rewrites {
+		writeAtomic(t, specFile, plugin)
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The last rewrite is patched; after it nothing more happens.
+	var wrote int
+	var latencies []float64
+	deadline := time.After(20 * time.Second)
+	for !hasGraphicsMounts(t, root, pluginSpec) {
+		select {
+		case p := <-passes:
+			if len(p.Wrote) > 0 {
+				wrote++
+				latencies = append(latencies, p.Latency)
+			}
+		case <-deadline:
+			t.Fatal("the last rewrite was never patched")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	quiet := time.After(time.Second)
+	for done := false; !done; {
+		select {
+		case p := <-passes:
+			if len(p.Wrote) > 0 {
+				wrote++
+				latencies = append(latencies, p.Latency)
+				if wrote > rewrites {
+					t.Fatalf("pass %d wrote %v after the writer stopped: nodeprep is fighting its own writes", wrote, p.Wrote)
+				}
+			}
+		case <-quiet:
+			done = true
+		}
+	}
+	if wrote == 0 || wrote > rewrites {
+		t.Errorf("%d passes wrote the spec for %d rewrites", wrote, rewrites)
+	}
+	if !hasGraphicsMounts(t, root, pluginSpec) {
+		t.Error("the spec on disk is not patched after the writer stopped")
+	}
+	t.Logf("%d rewrites every 100 ms → %d re-patches, writer's rename → patched spec: %v ms", rewrites, wrote, latencies)
+}
