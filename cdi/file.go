@@ -53,7 +53,13 @@ type PatchResult struct {
 	// specset), each patched the same way; their findings are in
 	// Findings too, prefixed with their path.
 	Related []*PatchResult `json:"related,omitempty" yaml:"related,omitempty"`
+
+	file fs.FileInfo // the file ApplyPatch wrote, as it was renamed into place
 }
+
+// File returns the Stat of the spec file ApplyPatch wrote, taken before
+// its rename (hostfs.WriteOptions.Written), or nil when it wrote none.
+func (r *PatchResult) File() fs.FileInfo { return r.file }
 
 // CheckResult is what CheckFile found.
 type CheckResult struct {
@@ -375,7 +381,7 @@ func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
 	if now := identify(host, p.Result.Spec); now != p.read || !now.ok {
 		return fmt.Errorf("patching CDI spec %q: %w: nothing written", p.Result.Spec, ErrSpecChanged)
 	}
-	if err := host.WriteFile(p.Result.Spec, p.data, hostfs.WriteOptions{}); err != nil {
+	if err := host.WriteFile(p.Result.Spec, p.data, hostfs.WriteOptions{Written: func(fi fs.FileInfo) { p.Result.file = fi }}); err != nil {
 		return err
 	}
 	p.Result.Written = true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"time"
@@ -51,6 +52,9 @@ type RepatchResult struct {
 	Patch *cdi.PatchResult `json:"patch" yaml:"patch"`
 	// Wrote are the host paths of the specs written, in the view's order.
 	Wrote []string `json:"wrote" yaml:"wrote"`
+	// Files are the specs written as they were renamed into place (the
+	// same order): a watcher recognises the events of these writes.
+	Files []fs.FileInfo `json:"-" yaml:"-"`
 	// Report is the status report as it now stands (nil when there is no
 	// status file to judge against: no `up` has run).
 	Report *Report `json:"report,omitempty" yaml:"report,omitempty"`
@@ -129,6 +133,7 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	for _, r := range append([]*cdi.PatchResult{res.Patch}, res.Patch.Related...) {
 		if r.Written {
 			res.Wrote = append(res.Wrote, r.Spec)
+			res.Files = append(res.Files, r.File())
 		}
 	}
 	if prev == nil {

@@ -32,7 +32,7 @@ func relatedFindings(specPath string, fs cdi.Findings) cdi.Findings {
 // pluginFinding warns that the device plugin regenerates its spec.
 func pluginFinding(s Spec) cdi.Finding {
 	return cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodePluginSpec,
-		Message: fmt.Sprintf("the NVIDIA device plugin's own spec: pods asking for %s=… get it, and the plugin rewrites it without graphics mounts when it starts; run nodeprep cdi patch after it (see docs/runtime-view.md)", s.Kind)}
+		Message: fmt.Sprintf("the NVIDIA device plugin's own spec: pods asking for %s=… get it, and the plugin rewrites it without graphics mounts when it starts: the re-patch on write (the NixOS path unit, nodeprep cdi watch) patches it again (docs/runtime-view.md, \"After boot\")", s.Kind)}
 }
 
 // Check checks every GPU spec in the runtime's view (opts.SpecDirs) the way

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -44,10 +45,19 @@ import (
 // writes as one event, short against the time a pod takes to start.
 const DefaultSettle = 20 * time.Millisecond
 
-// Pass is one run over the directories. It returns the host paths of the
-// spec files it wrote itself, so their events start no pass, and an error
-// that Run logs (the next event runs a new pass).
-type Pass func(ctx context.Context, trigger Trigger) (wrote []string, err error)
+// Pass is one run over the directories. It returns the spec files it
+// wrote itself, so their events start no pass, and an error that Run logs
+// (the next event runs a new pass).
+type Pass func(ctx context.Context, trigger Trigger) (wrote []Written, err error)
+
+// Written is a spec file a pass wrote: its host path and its Stat as it
+// was renamed into place (hostfs.WriteOptions.Written). Taken before the
+// rename, not after it, so that a writer that replaces the file right
+// after nodeprep's write is never taken for nodeprep.
+type Written struct {
+	Path string
+	Info fs.FileInfo
+}
 
 // Trigger says why a pass runs.
 type Trigger struct {
@@ -85,11 +95,15 @@ func identify(p string) (identity, bool) {
 	if err != nil {
 		return identity{}, false
 	}
+	return identityOf(st), true
+}
+
+func identityOf(st fs.FileInfo) identity {
 	id := identity{size: st.Size(), mtime: st.ModTime().UnixNano()}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		id.ino = int64(sys.Ino) //nolint:gosec // inode numbers fit
 	}
-	return id, true
+	return id
 }
 
 // SpecFile reports whether the CDI library loads a file of this name from
@@ -204,11 +218,9 @@ func (wt *watcher) run(ctx context.Context, pass Pass, t Trigger) {
 	if err != nil {
 		wt.log.Warn("re-patch failed; the next change of a spec runs it again", "err", err)
 	}
-	for _, hp := range wrote {
-		if p, perr := wt.host.Path(hp); perr == nil {
-			if id, ok := identify(p); ok {
-				wt.ours[p] = id
-			}
+	for _, w := range wrote {
+		if p, perr := wt.host.Path(w.Path); perr == nil && w.Info != nil {
+			wt.ours[p] = identityOf(w.Info)
 		}
 	}
 }

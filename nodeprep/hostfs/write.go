@@ -142,6 +142,12 @@ type WriteOptions struct {
 	// it aborts the write, removes the temporary file and is returned as
 	// is.
 	Validate func(tmpPath string) error
+	// Written, when set, is called with the Stat of the fully written
+	// temporary file before it replaces the target: its inode, size and
+	// modification time are the target's once renamed, so a watcher can
+	// tell the event of this write from a later writer's (package
+	// cdi/specwatch) with no window between the rename and a stat.
+	Written func(fs.FileInfo)
 }
 
 // WriteFile replaces the file at hostPath with data atomically and durably:
@@ -228,6 +234,13 @@ func (r *Root) writeFile(hostPath string, data []byte, opts WriteOptions) error 
 	}
 	if err := f.Sync(); err != nil {
 		return err
+	}
+	if opts.Written != nil {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		opts.Written(st)
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -77,7 +77,7 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		dirs = append(dirs, d) // the generator rewrites the named spec too
 	}
 	wait := flagOr(cmd.Flags(), "wait", o.wait, g.cfg.Wait)
-	pass := func(ctx context.Context, t specwatch.Trigger) ([]string, error) {
+	pass := func(ctx context.Context, t specwatch.Trigger) ([]specwatch.Written, error) {
 		t0 := time.Now()
 		line := watchLine{Trigger: t.Files, Wrote: []string{}, Initial: t.Initial}
 		defer func() {
@@ -103,10 +103,20 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		if rp.StatusWritten || (t.Initial && rp.Report != nil) {
 			line.Ready, line.Verdict = &rp.Report.Ready, rp.Report.Verdict
 		}
-		return rp.Wrote, nil
+		return ownWrites(rp), nil
 	}
 	g.log.Debug("watching CDI spec directories", "dirs", dirs)
 	return specwatch.Run(ctx, g.host, dirs, pass, specwatch.Options{Settle: o.settle, Log: g.log})
+}
+
+// ownWrites are the specs a re-patch wrote, for the watch to know its own
+// events.
+func ownWrites(rp *nodeprep.RepatchResult) []specwatch.Written {
+	out := make([]specwatch.Written, len(rp.Wrote))
+	for i, p := range rp.Wrote {
+		out[i] = specwatch.Written{Path: p, Info: rp.Files[i]}
+	}
+	return out
 }
 
 // report prints one pass: a line of text, or a JSON object per line.

@@ -1,0 +1,251 @@
+package nodeprep
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/cdi/specwatch"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+)
+
+const pluginSpecPath = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
+
+// bootStatus writes the status report of an `up` that found the
+// simulated DGX H200 and reached ready (or not): what a re-patch after
+// boot judges against.
+func bootStatus(t testing.TB, host *hostfs.Root, ready bool) {
+	t.Helper()
+	inv, err := simulated("dgx-h200")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Report{Version: "test", Ready: ready, Verdict: "ready", Inventory: inv, StatusFile: "/run/nodeprep/status.json",
+		Stages: []StageResult{{Name: StageInventory, Status: StatusOK}, {Name: StageCDI, Status: StatusOK}, {Name: StageSelftest, Status: StatusOK}, {Name: StageJoin, Status: StatusOK}}}
+	if !ready {
+		r.Verdict = "not ready: selftest: no adapter"
+		r.Stages[2].Status = StatusFailed
+	}
+	for _, g := range inv.GPUs {
+		r.ExpectedGPUs = append(r.ExpectedGPUs, g.UUID)
+	}
+	data, _ := json.Marshal(r)
+	if err := host.WriteFile(r.StatusFile, data, hostfs.WriteOptions{MkdirAll: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func repatchOptions() RepatchOptions {
+	return RepatchOptions{
+		CDI:         cdi.FileOptions{Spec: cdi.DefaultSpecPath, Discover: cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"}},
+		DeviceNames: []string{DeviceNameUUID},
+		StatusFile:  "/run/nodeprep/status.json",
+		MetricsFile: "/run/nodeprep/nodeprep.prom",
+		Version:     "test",
+	}
+}
+
+// writePluginSpec writes the device plugin's spec as it does after boot:
+// no graphics mounts, renamed into place.
+func writePluginSpec(t testing.TB, host *hostfs.Root) {
+	t.Helper()
+	data, err := os.ReadFile(testkit.Testdata(t, "hosts", "plugin-kind", "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := host.Path(pluginSpecPath)
+	tmp := filepath.Join(filepath.Dir(dst), ".plugin.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRepatch: a re-patch after boot patches what the device plugin wrote,
+// keeps a ready node ready and says so in the status file, writes nothing
+// when nothing changed, turns the node not ready naming a spec it cannot
+// patch, ready again when that spec goes, and never makes a node ready
+// that `up` did not.
+func TestRepatch(t *testing.T) {
+	host := testkit.HostTree(t, "nixos-h200")
+	bootStatus(t, host, true)
+	ctx := context.Background()
+	status := func() Report {
+		data, err := host.ReadFile("/run/nodeprep/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// up patched the generator's spec; the plugin writes its own.
+	if _, err := Repatch(ctx, host, repatchOptions()); err != nil {
+		t.Fatal(err)
+	}
+	writePluginSpec(t, host)
+	res, err := Repatch(ctx, host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Wrote) != 1 || res.Wrote[0] != pluginSpecPath || !res.StatusWritten || !res.Report.Ready {
+		t.Fatalf("after the plugin wrote its spec: wrote %v, status written %v, ready %v", res.Wrote, res.StatusWritten, res.Report != nil && res.Report.Ready)
+	}
+	if s := status(); s.Command != CommandRepatch || !s.Ready || s.BootReady == nil || !*s.BootReady {
+		t.Errorf("status = command %q ready %v", s.Command, s.Ready)
+	}
+
+	// Nothing to do: nothing written, not even the status.
+	st0, _ := host.Stat("/run/nodeprep/status.json")
+	res, err = Repatch(ctx, host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := host.Stat("/run/nodeprep/status.json")
+	if res.Changed() || !os.SameFile(st0, st1) {
+		t.Errorf("a pass with nothing to do wrote %v (status rewritten: %v)", res.Wrote, !os.SameFile(st0, st1))
+	}
+
+	// The plugin's spec comes from the read-only store now.
+	p, _ := host.Path(pluginSpecPath)
+	os.Remove(p)
+	storeDir := "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi"
+	src := testkit.Testdata(t, "hosts", "plugin-kind-store", storeDir, "k8s.device-plugin.nvidia.com-gpu.json")
+	data, _ := os.ReadFile(src)
+	os.MkdirAll(filepath.Join(host.Dir(), storeDir), 0o755)
+	os.WriteFile(filepath.Join(host.Dir(), storeDir, "k8s.device-plugin.nvidia.com-gpu.json"), data, 0o444)
+	os.MkdirAll(filepath.Join(host.Dir(), "etc/cdi"), 0o755)
+	link := filepath.Join(host.Dir(), "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")
+	if err := os.Symlink("../../"+storeDir+"/k8s.device-plugin.nvidia.com-gpu.json", link); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Repatch(ctx, host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Report.Ready || !strings.Contains(res.Report.Verdict, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") || res.Report.Err() == nil {
+		t.Errorf("with an unpatchable plugin spec: ready %v, verdict %q", res.Report.Ready, res.Report.Verdict)
+	}
+	prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom")
+	if !strings.Contains(string(prom), "nodeprep_ready 0") {
+		t.Errorf("metrics:\n%s", prom)
+	}
+
+	// The link goes: ready again.
+	os.Remove(link)
+	res, err = Repatch(ctx, host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Report.Ready || !res.StatusWritten {
+		t.Errorf("after the link went: ready %v (verdict %q)", res.Report.Ready, res.Report.Verdict)
+	}
+
+	// A node up did not make ready stays not ready, whatever the specs.
+	bootStatus(t, host, false)
+	res, err = Repatch(ctx, host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Report.Ready || !strings.Contains(res.Report.Verdict, "the last nodeprep up left the node not ready") {
+		t.Errorf("boot not ready: ready %v, verdict %q", res.Report.Ready, res.Report.Verdict)
+	}
+}
+
+// TestRepatchWithoutStatus: before any `up` (no status file) a re-patch
+// patches and writes no status.
+func TestRepatchWithoutStatus(t *testing.T) {
+	host := testkit.HostTree(t, "plugin-kind")
+	res, err := Repatch(context.Background(), host, repatchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Wrote) != 2 || res.Report != nil || res.StatusWritten || host.Exists("/run/nodeprep/status.json") {
+		t.Errorf("wrote %v, report %v, status written %v", res.Wrote, res.Report != nil, res.StatusWritten)
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRepatchAfterRename measures the re-patch after boot as `cdi
+// watch` runs it: per iteration the device plugin renames its unpatched
+// spec into /var/run/cdi, and the iteration ends when the pass that
+// patched it returns (spec written, status and metrics rewritten). It
+// reports the window a pod could get the unpatched spec in (ms/rename:
+// writer's rename → patched spec on disk, the settle time included) and
+// the CPU the process spent per event (cpu-ms/event: the pass, and the
+// skipped event of its own write).
+func BenchmarkRepatchAfterRename(b *testing.B) {
+	host := testkit.HostTree(b, "nixos-h200")
+	bootStatus(b, host, true)
+	opts := repatchOptions()
+	if _, err := Repatch(context.Background(), host, opts); err != nil {
+		b.Fatal(err)
+	}
+	type passEnd struct {
+		at    time.Time
+		wrote int
+	}
+	ends := make(chan passEnd, 16)
+	ready := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- specwatch.Run(ctx, host, []string{"/etc/cdi", "/var/run/cdi"}, func(ctx context.Context, _ specwatch.Trigger) ([]specwatch.Written, error) {
+			unlock, err := host.Lock(ctx, time.Minute)
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+			res, err := Repatch(ctx, host, opts)
+			if err != nil {
+				return nil, err
+			}
+			ends <- passEnd{time.Now(), len(res.Wrote)}
+			var w []specwatch.Written
+			for i, p := range res.Wrote {
+				w = append(w, specwatch.Written{Path: p, Info: res.Files[i]})
+			}
+			return w, nil
+		}, specwatch.Options{Ready: func() { close(ready) }})
+	}()
+	<-ready
+	<-ends // the initial pass
+	var window time.Duration
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		writePluginSpec(b, host)
+		for e := range ends {
+			if e.wrote > 0 {
+				window += e.at.Sub(t0)
+				break
+			}
+		}
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(window.Microseconds())/1000/float64(b.N), "ms/rename")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/event")
+}
