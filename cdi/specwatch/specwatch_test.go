@@ -183,4 +183,3 @@ func TestSpecFile(t *testing.T) {
 		}
 	}
 }
-
