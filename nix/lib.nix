@@ -648,8 +648,12 @@ rec {
     ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFileOf o}" ];
 
   # What `nodeprep health` writes: /run/nodeprep (lock), the status file's
-  # directory and the metrics directory; never the CDI spec or the drop-in.
-  healthReadWritePaths =
+  # directory, the metrics directory, and the CDI spec directories it
+  # re-patches (patchReadWritePaths); never the drop-in.
+  healthReadWritePaths = patchReadWritePaths;
+
+  # The lock, status and metrics directories.
+  statusReadWritePaths =
     opts:
     let
       o = normalize opts;
@@ -702,6 +706,6 @@ rec {
   # and the watched spec directories ("-": a directory that does not exist,
   # such as /etc/cdi on most hosts, is not an error for ReadWritePaths=).
   patchReadWritePaths =
-    opts: healthReadWritePaths opts ++ map (d: "-" + d) (cdiWatchDirs opts);
+    opts: statusReadWritePaths opts ++ map (d: "-" + d) (cdiWatchDirs opts);
   # --- end nodeprep cdi patch on write ---
 }

@@ -120,6 +120,8 @@ let
         && cfg.systemd.services.nodeprep-health.serviceConfig.ReadWritePaths == [
           "/run/nodeprep"
           "/var/lib/prometheus-node-exporter/textfile"
+          "-/etc/cdi"
+          "-/run/cdi"
         ];
     }
     {

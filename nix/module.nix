@@ -187,8 +187,9 @@ in
         type = lib.types.bool;
         default = true;
         description = ''
-          Re-check the GPUs periodically with `nodeprep health` (inventory and
-          self-test, no CDI patch, no join), rewriting the status file and the
+          Re-check the GPUs periodically with `nodeprep health` (inventory, the
+          CDI specs of the runtime's view re-patched and judged, self-test; no
+          join), rewriting the status file and the
           metrics textfile so that `nodeprep_ready` turns 0 within one interval
           when a GPU falls off or fails its dispatch.
         '';
@@ -521,7 +522,8 @@ in
     # A timer runs `nodeprep health` every services.nodeprep.health.interval
     # while nodeprep.service is active (Requisite=: a node `up` blocked is not
     # re-checked into "ready"). Same hardening as nodeprep.service; it writes
-    # only the lock, status and metrics directories.
+    # only the lock, status and metrics directories and the CDI specs it
+    # re-patches (the pod path is re-checked too).
     systemd.services.nodeprep-health = lib.mkIf cfg.health.enable {
       description = "Re-check NVIDIA GPUs for k3s (inventory and self-test) and update nodeprep_ready";
       documentation = [ "https://github.com/nodeprep/nodeprep" ];

@@ -588,7 +588,7 @@ let
       ];
     }
     {
-      name = "healthReadWritePaths: the lock, status and metrics directories only";
+      name = "healthReadWritePaths: the lock, status and metrics directories and the CDI spec directories it re-patches";
       got = lib.healthReadWritePaths {
         settings.up.statusFile = "/var/lib/nodeprep/status.json";
         metricsTextfileDir = "/var/run/metrics";
@@ -597,6 +597,8 @@ let
         "/run/nodeprep"
         "/var/lib/nodeprep"
         "/run/metrics"
+        "-/etc/cdi"
+        "-/run/cdi"
       ];
     }
   ];

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -32,14 +33,23 @@ type HealthOptions struct {
 	// Now is the clock (time.Now when nil).
 	Now     func() time.Time
 	Version string // nodeprep's version, for the report
+	// CDI, when set, re-checks the pod path too (healthCDI): every GPU
+	// spec of the runtime's view patched again and judged with the
+	// inventory's device names (DeviceNames strategies); nil: no cdi
+	// stage.
+	CDI         *cdi.FileOptions
+	DeviceNames []string
 }
 
-// Health re-checks a running node: the inventory and the adapter self-test,
-// with no CDI patch and no join, then rewrites the status file and the
-// metrics textfile so that nodeprep_ready follows the node's GPUs between
-// boots. The node is ready when every GPU the last `up` found (the status
-// file's expectedGPUs) is still present and healthy and the self-test
-// passes; a failed self-test is never ready here, whatever up's policy.
+// Health re-checks a running node: the inventory, the pod path when
+// opts.CDI is set (every GPU spec of the runtime's view patched again and
+// judged, healthCDI), and the adapter self-test, with no join, then
+// rewrites the status file and the metrics textfile so that nodeprep_ready
+// follows the node's GPUs and specs between boots. The node is ready when
+// every GPU the last `up` found (the status file's expectedGPUs) is still
+// present and healthy, every spec that serves GPUs is patched, and the
+// self-test passes; a failed self-test is never ready here, whatever up's
+// policy.
 // The caller holds the host lock. Errors are the outputs' (preflight or
 // write, nothing written on a preflight error); the verdict is
 // Report.Ready and Report.Err.
@@ -97,10 +107,17 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	} else {
 		stopped = u.run(iInventory, u.healthInventory)
 	}
+	stages := []int{iInventory, iSelftest}
+	if opts.CDI != nil {
+		stages = []int{iInventory, iCDI, iSelftest}
+		if stopped == nil {
+			stopped = u.run(iCDI, func(st *StageResult) error { return u.healthCDI(ctx, st, *opts.CDI, opts.DeviceNames) })
+		}
+	}
 	if stopped == nil {
 		stopped = u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) })
 	}
-	u.finish(start, stopped, iInventory, iSelftest)
+	u.finish(start, stopped, stages...)
 	r := u.report
 	if r.Ready {
 		r.Verdict = "ready"

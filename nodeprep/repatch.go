@@ -107,34 +107,9 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 		copts.Discover.DriverVersion = inv.DriverVersion
 	}
 	res := &RepatchResult{Wrote: []string{}}
-	var plan *specset.PatchPlan
-	for try := 0; ; try++ {
-		if err := ctx.Err(); err != nil {
-			return nil, fault.CheckFailed(fmt.Errorf("re-patching CDI specs: stopped before writing: %w", err))
-		}
-		var err error
-		if plan, err = specset.PlanPatch(host, copts); err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
-			return nil, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", copts.Spec, err))
-		}
-		err = specset.ApplyPatch(host, plan)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, cdi.ErrSpecChanged) || try+1 >= repatchTries {
-			return nil, err
-		}
-		res.Retries++
-		opts.Log.Debug("a spec changed while it was patched; planning again", "err", err)
-	}
-	res.Patch = plan.Result
-	for _, r := range append([]*cdi.PatchResult{res.Patch}, res.Patch.Related...) {
-		if r.Written {
-			res.Wrote = append(res.Wrote, r.Spec)
-			res.Files = append(res.Files, r.File())
-		}
+	var err error
+	if res.Patch, res.Wrote, res.Files, res.Retries, err = patchView(ctx, host, copts, opts.Log); err != nil {
+		return nil, err
 	}
 	if prev == nil {
 		return res, nil
@@ -154,6 +129,71 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	}
 	res.StatusWritten = true
 	return res, nil
+}
+
+// patchView plans and applies the patch of the runtime's view, planning
+// again (at most repatchTries times) when a writer replaced a spec
+// between the plan and the write. It returns the result, the host paths
+// and Stats of the specs written, and how often it planned again. Errors:
+// those of specset.PlanPatch and ApplyPatch; a SIGTERM before the write.
+func patchView(ctx context.Context, host *hostfs.Root, opts cdi.FileOptions, log *slog.Logger) (*cdi.PatchResult, []string, []fs.FileInfo, int, error) {
+	retries := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, retries, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
+		}
+		plan, err := specset.PlanPatch(host, opts)
+		if err != nil {
+			return nil, nil, nil, retries, err
+		}
+		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
+			return nil, nil, nil, retries, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
+		}
+		err = specset.ApplyPatch(host, plan)
+		if errors.Is(err, cdi.ErrSpecChanged) && retries+1 < repatchTries {
+			retries++
+			log.Debug("a spec changed while it was patched; planning again", "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, retries, err
+		}
+		wrote, files := []string{}, []fs.FileInfo{}
+		for _, r := range append([]*cdi.PatchResult{plan.Result}, plan.Result.Related...) {
+			if r.Written {
+				wrote = append(wrote, r.Spec)
+				files = append(files, r.File())
+			}
+		}
+		return plan.Result, wrote, files, retries, nil
+	}
+}
+
+// healthCDI is health's cdi stage: the pod path re-checked. Every GPU spec
+// in the runtime's view is patched again (a spec written since boot gets
+// its graphics mounts) and judged with the current inventory's device
+// names; a spec that serves GPUs and cannot be patched fails the stage,
+// naming it, and the node is not ready.
+func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOptions, names []string) error {
+	expect, err := ExpectedCDIDevices(u.inv, names)
+	if err != nil {
+		return err
+	}
+	opts.Expect = expect
+	opts.Discover.DriverVersion = u.inv.DriverVersion
+	res, wrote, _, _, err := patchView(ctx, u.host, opts, u.opts.Log)
+	if err != nil {
+		return err
+	}
+	u.report.CDI = res
+	u.report.FilesChanged = append(u.report.FilesChanged, wrote...)
+	judged := cdiStage(res, len(expect), wrote)
+	st.Status, st.Summary, st.Reasons = judged.Status, judged.Summary, judged.Reasons
+	if judged.Status == StatusFailed {
+		st.Status = StatusOK // run marks it failed from the error
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, judged.Reasons[0]))
+	}
+	return nil
 }
 
 // lastReport reads the status file's report; nil when there is none or it

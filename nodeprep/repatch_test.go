@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specwatch"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
@@ -248,4 +249,24 @@ func BenchmarkRepatchAfterRename(b *testing.B) {
 	}
 	b.ReportMetric(float64(window.Microseconds())/1000/float64(b.N), "ms/rename")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/event")
+}
+
+// TestUpSaysMIGWithoutDevices: a GPU in MIG mode with no MIG device is
+// healthy to NVML, and `up` says so (its inventory stage warns, in the
+// summary and a reason), as inspect and cdi check do.
+func TestUpSaysMIGWithoutDevices(t *testing.T) {
+	inv, err := simulated("dgx-h200")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.GPUs[1].MIG = &gpu.MIG{Current: true}
+	u := &upRun{opts: UpOptions{Inventory: func() (*gpu.Inventory, error) { return inv, nil }}, report: &Report{}}
+	st := StageResult{Status: StatusOK}
+	if err := u.inventory(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != StatusWarning || !strings.Contains(st.Summary, "1 GPU in MIG mode without a MIG device") ||
+		len(st.Reasons) != 1 || !strings.Contains(st.Reasons[0], "GPU 1 ("+inv.GPUs[1].UUID+") has MIG mode on but no MIG device") {
+		t.Errorf("inventory stage = %+v", st)
+	}
 }

@@ -453,7 +453,17 @@ func (u *upRun) inventory(st *StageResult) error {
 			st.Reasons = append(st.Reasons, fmt.Sprintf("GPU %d (%s) unhealthy: %s; it is left out", g.Index, g.UUID, strings.Join(g.Health.Reasons, ", ")))
 		}
 	}
+	// A GPU in MIG mode with no MIG device passes NVML's health checks
+	// but gives a pod nothing to compute on: `inspect` and `cdi check`
+	// warn, and so does `up`, in its summary and its reasons.
+	if w := inv.Warnings(); len(w) > 0 {
+		st.Status = StatusWarning
+		st.Reasons = append(st.Reasons, w...)
+	}
 	st.Summary = fmt.Sprintf("%s (%d healthy), driver %s, CUDA %s", count(len(inv.GPUs), "GPU"), len(healthy), inv.DriverVersion, inv.CUDADriverVersion)
+	if n := len(inv.Warnings()); n > 0 {
+		st.Summary += fmt.Sprintf(", %s in MIG mode without a MIG device", count(n, "GPU"))
+	}
 	if inv.Simulated {
 		st.Summary += ", simulated " + inv.Server
 	}

@@ -3,6 +3,10 @@ package specset
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -18,6 +22,103 @@ func expects(s Spec) bool {
 	return s.Role == RoleNamed || s.Kind == "nvidia.com/gpu" || s.Kind == PluginVendor+"/gpu"
 }
 
+// expectFor returns the devices spec s is checked for: none unless its
+// kind names one device per GPU (expects); else each expected name it
+// declares, and each one that no spec of its kind in the view declares,
+// the latter on the first such spec only (the named one first), so a
+// missing name is one finding. The CDI library resolves a name against
+// every spec of its kind in every directory (pkg/cdi Cache), so a name
+// another spec of the kind serves (a stale /etc/cdi copy with the UUID
+// names) is served, and saying "not in the spec … unresolvable" would be
+// wrong.
+func (v *View) expectFor(s Spec, expect []cdi.ExpectedDevice) []cdi.ExpectedDevice {
+	if !expects(s) || len(expect) == 0 {
+		return nil
+	}
+	if s.Kind == "" { // the named spec, refused or absent: its own load reports it
+		return expect
+	}
+	served := map[string]bool{}
+	first := ""
+	for _, o := range v.Specs {
+		if o.Kind != s.Kind || !expects(o) {
+			continue
+		}
+		if first == "" {
+			first = o.Path
+		}
+		for _, d := range o.Devices {
+			served[d] = true
+		}
+	}
+	var out []cdi.ExpectedDevice
+	for _, e := range expect {
+		if slices.Contains(s.Devices, e.Name) || (!served[e.Name] && s.Path == first) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// AllDevice is the device name that asks for every GPU (nvidia-ctk cdi
+// generate writes it unless --no-all-device): docker and podman users and
+// the NixOS manual ask for nvidia.com/gpu=all.
+const AllDevice = "all"
+
+// allDeviceFindings judges nvidia.com/gpu=all as its consumers ask for it,
+// outside Kubernetes: `docker run --device nvidia.com/gpu=all`, `podman
+// run --device nvidia.com/gpu=all`, the NixOS manual's examples. No spec
+// of kind nvidia.com/gpu in the view declaring it (a spec generated with
+// --no-all-device) is a warning, as is an all device whose edits lack an
+// expected GPU's device node: they get fewer GPUs, or "unresolvable CDI
+// devices". Pods through the device plugin ask for per-GPU names and are
+// unaffected, hence warnings. Nothing when the view has no nvidia.com/gpu
+// spec.
+func (v *View) allDeviceFindings(expect []cdi.ExpectedDevice) cdi.Findings {
+	const kind = "nvidia.com/gpu"
+	var owner *specs.Spec
+	var ownerPath string
+	found := false
+	for _, s := range v.Specs {
+		if s.Kind != kind {
+			continue
+		}
+		found = true
+		if slices.Contains(s.Devices, AllDevice) && owner == nil {
+			owner, ownerPath = v.loaded[s.Path], s.Path
+		}
+	}
+	if !found {
+		return nil
+	}
+	if owner == nil {
+		return cdi.Findings{{Severity: cdi.SeverityWarning, Code: cdi.CodeMissingAllDevice,
+			Message: fmt.Sprintf("%s=%s is in no spec (generated with --no-all-device?): `docker run --device %s=%s`, podman's and the NixOS manual's examples fail with \"unresolvable CDI devices\" (pods through the device plugin ask for each GPU's name and are unaffected); generate the spec without --no-all-device", kind, AllDevice, kind, AllDevice)}}
+	}
+	var nodes []string
+	for _, d := range owner.Devices {
+		if d.Name != AllDevice {
+			continue
+		}
+		for _, dn := range append(slices.Clone(d.ContainerEdits.DeviceNodes), owner.ContainerEdits.DeviceNodes...) {
+			nodes = append(nodes, dn.Path)
+		}
+	}
+	var missing []string
+	for _, e := range expect {
+		for _, n := range e.DeviceNodes {
+			if !slices.Contains(nodes, n) && !slices.Contains(missing, n) {
+				missing = append(missing, n)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return cdi.Findings{{Severity: cdi.SeverityWarning, Code: cdi.CodeAllDeviceIncomplete,
+		Message: fmt.Sprintf("%s: %s=%s does not carry %s: `--device %s=%s` gets fewer GPUs than the node has; regenerate the spec", ownerPath, kind, AllDevice, strings.Join(missing, ", "), kind, AllDevice)}}
+}
+
 // relatedFindings prefixes a related spec's findings with its path, so
 // the merged list says which file each is about.
 func relatedFindings(specPath string, fs cdi.Findings) cdi.Findings {
@@ -27,6 +128,17 @@ func relatedFindings(specPath string, fs cdi.Findings) cdi.Findings {
 		out = append(out, f)
 	}
 	return out
+}
+
+// spec returns the view's entry for a host path (the zero Spec, with
+// RoleNamed, for a named spec the view does not hold).
+func (v *View) spec(p string) Spec {
+	for _, s := range v.Specs {
+		if s.Path == p {
+			return s
+		}
+	}
+	return Spec{Path: p, Role: RoleNamed}
 }
 
 // pluginFinding warns that the device plugin regenerates its spec.
@@ -52,22 +164,21 @@ func Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
 
 // Check is Check over an already loaded view.
 func (v *View) Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
-	named, err := v.checkNamed(host, opts)
+	nopts := opts
+	nopts.Expect = v.expectFor(v.spec(v.Named), opts.Expect)
+	named, err := v.checkNamed(host, nopts)
 	if err != nil {
 		return nil, err
 	}
 	all := append(cdi.Findings{}, named.Findings...)
 	all = append(all, v.Findings...)
+	all = append(all, v.allDeviceFindings(opts.Expect)...)
 	for _, s := range v.Specs {
-		if s.Path == v.Named {
+		if s.Path == v.Named || s.NotPatched != "" {
 			continue
 		}
 		raw := v.loaded[s.Path]
-		var expect []cdi.ExpectedDevice
-		if expects(s) {
-			expect = opts.Expect
-		}
-		fs := cdi.Check(raw, named.Graphics, host, expect)
+		fs := cdi.Check(raw, named.Graphics, host, v.expectFor(s, opts.Expect))
 		if s.Role == RolePlugin {
 			fs = append(fs, pluginFinding(s))
 		}
@@ -150,13 +261,16 @@ func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, e
 			return nil, fault.Malformed(fmt.Errorf("patching CDI spec %q: its kind is %s, not an NVIDIA GPU kind (nvidia.com/gpu, nvidia.com/gpu.*, %s/*): nodeprep adds the NVIDIA driver's graphics files only to those", v.Named, s.Kind, PluginVendor))
 		}
 	}
+	allFindings := v.allDeviceFindings(opts.Expect)
 	// The plans parse the specs again; the view's parses would only
 	// double a big spec in memory.
 	v.loaded = nil
 	if v.bytes > 1<<20 {
 		runtime.GC() // so the plans reuse that memory rather than add to it
 	}
-	named, err := cdi.PlanPatch(host, opts)
+	nopts := opts
+	nopts.Expect = v.expectFor(v.spec(v.Named), opts.Expect)
+	named, err := cdi.PlanPatch(host, nopts)
 	if err != nil {
 		return nil, err
 	}
@@ -164,16 +278,14 @@ func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, e
 	res := named.Result
 	all := append(cdi.Findings{}, res.Findings...)
 	all = append(all, v.Findings...)
+	all = append(all, allFindings...)
 	for _, s := range v.Specs {
-		if s.Path == v.Named || s.Unpatchable != "" {
+		if s.Path == v.Named || s.Unpatchable != "" || s.NotPatched != "" {
 			continue // the view's findings name an unpatchable spec
 		}
 		o := opts
 		o.Spec = s.Path
-		o.Expect = nil
-		if expects(s) {
-			o.Expect = opts.Expect
-		}
+		o.Expect = v.expectFor(s, opts.Expect)
 		rel, err := cdi.PlanPatch(host, o)
 		if err != nil {
 			return nil, fmt.Errorf("patching %s, which the runtime serves for %s: %w", s.Path, s.Kind, err)

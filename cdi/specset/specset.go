@@ -60,11 +60,35 @@ const (
 	// (k8s.device-plugin.nvidia.com/*), which it generates and asks for in
 	// its cdi-annotations and cdi-cri device list strategies.
 	RolePlugin Role = "device-plugin"
+	// RoleDRA is the NVIDIA DRA driver's base spec (kind
+	// k8s.gpu.nvidia.com/device, file k8s.gpu.nvidia.com-device_base.yaml):
+	// one device per GPU and MIG device it publishes, with the driver's
+	// common edits; a pod's claim gets its devices.
+	RoleDRA Role = "dra-driver"
+	// RoleDRAClaim is a per-claim spec of the DRA driver (kind
+	// k8s.gpu.nvidia.com/claim, k8s.gpu.nvidia.com-claim_<claim UID>.yaml,
+	// written at claim time): only the claim's own settings (sharing,
+	// MPS); its devices are always asked for together with the base
+	// spec's, which brings the driver and the graphics mounts. Not
+	// patched (Spec.NotPatched says so).
+	RoleDRAClaim Role = "dra-claim"
+	// RoleVFIO is the DRA driver's VFIO spec (k8s.gpu.nvidia.com/device
+	// devices whose nodes are /dev/vfio/*, k8s.gpu.nvidia.com-device_vfio.yaml):
+	// the GPU is passed through to a virtual machine and no NVIDIA driver
+	// runs in the container. Not patched.
+	RoleVFIO Role = "vfio"
 )
 
 // PluginVendor is the CDI vendor the NVIDIA k8s-device-plugin writes and
 // requests (cmd/nvidia-device-plugin: cdi.WithVendor).
 const PluginVendor = "k8s.device-plugin.nvidia.com"
+
+// DRAVendor is the CDI vendor of NVIDIA's DRA driver for GPUs,
+// "k8s." + its driver name gpu.nvidia.com (NVIDIA/k8s-dra-driver-gpu
+// cmd/gpu-kubelet-plugin/cdi.go: classes "device" for the base spec and
+// "claim" for the per-claim specs, both written with the CDI library's
+// WriteSpec into /var/run/cdi as <vendor>-<class>_<id>.yaml).
+const DRAVendor = "k8s.gpu.nvidia.com"
 
 // GPURole returns the role a spec of this kind ("vendor/class") plays for
 // GPU pods, and false for kinds no GPU pod is served from (such as
@@ -79,8 +103,47 @@ func GPURole(kind string) (Role, bool) {
 		return RoleGenerator, true
 	case vendor == PluginVendor:
 		return RolePlugin, true
+	case kind == DRAVendor+"/device":
+		return RoleDRA, true
+	case kind == DRAVendor+"/claim":
+		return RoleDRAClaim, true
 	}
 	return "", false
+}
+
+// notPatched says why nodeprep leaves a GPU spec of this role as it is
+// ("" when it patches it).
+func notPatched(role Role) string {
+	switch role {
+	case RoleDRAClaim:
+		return "a DRA per-claim spec: it carries only the claim's settings, and its devices come with " + DRAVendor + "/device from the base spec, which is patched"
+	case RoleVFIO:
+		return "VFIO passthrough devices: the GPU goes to a virtual machine and no NVIDIA driver runs in the container"
+	}
+	return ""
+}
+
+// vfioOnly reports whether every device node of a spec is a /dev/vfio
+// node (the DRA driver's passthrough spec).
+func vfioOnly(sp *specs.Spec) bool {
+	n := 0
+	for _, e := range append([]specs.ContainerEdits{sp.ContainerEdits}, deviceEdits(sp)...) {
+		for _, dn := range e.DeviceNodes {
+			if !strings.HasPrefix(dn.Path, "/dev/vfio/") {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
+func deviceEdits(sp *specs.Spec) []specs.ContainerEdits {
+	out := make([]specs.ContainerEdits, 0, len(sp.Devices))
+	for _, d := range sp.Devices {
+		out = append(out, d.ContainerEdits)
+	}
+	return out
 }
 
 // Spec is one GPU spec in the view.
@@ -94,6 +157,10 @@ type Spec struct {
 	// Unpatchable says why nodeprep cannot patch the file in place
 	// (it resolves into the read-only store); empty when it can.
 	Unpatchable string `json:"unpatchable,omitempty" yaml:"unpatchable,omitempty"`
+	// NotPatched says why nodeprep leaves a spec as it is although the
+	// runtime serves it (a DRA per-claim spec, VFIO passthrough); empty
+	// when it patches it.
+	NotPatched string `json:"notPatched,omitempty" yaml:"notPatched,omitempty"`
 }
 
 // View is what the runtime sees in its spec directories.
@@ -327,8 +394,11 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		if !ok {
 			continue
 		}
+		if role == RoleDRA && vfioOnly(s.spec) {
+			role = RoleVFIO
+		}
 		v.loaded[s.path] = s.spec
-		sp := Spec{Path: s.path, Kind: kind, Role: role, Priority: s.priority}
+		sp := Spec{Path: s.path, Kind: kind, Role: role, Priority: s.priority, NotPatched: notPatched(role)}
 		for _, d := range s.spec.Devices {
 			sp.Devices = append(sp.Devices, d.Name)
 		}
@@ -353,7 +423,7 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		return a.Path < b.Path
 	})
 	for _, s := range v.Specs {
-		if s.Unpatchable == "" {
+		if s.Unpatchable == "" || s.NotPatched != "" {
 			continue
 		}
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeUnpatchableSpec,

@@ -70,6 +70,7 @@ func TestViewGolden(t *testing.T) {
 		wantErr  bool     // patch refuses: nothing may change on disk
 		patched  []string // specs the patch must write
 		code     string   // a finding code the check must report
+		absent   string   // a finding code the check must not report
 	}{
 		{scenario: "nixos-h200", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingICD},
 		{scenario: "dup-spec-copy", wantErr: true, code: cdi.CodeConflictingSpecs},
@@ -82,6 +83,10 @@ func TestViewGolden(t *testing.T) {
 		{scenario: "mixed-driver-version", wantErr: true, code: cdi.CodeMixedDriverVersion},
 		{scenario: "optional-platform-missing", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeOptionalLeftOut},
 		{scenario: "coherent-sibling", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/nvidia-container-toolkit.coherent.json"}, code: cdi.CodeMissingICD},
+		// Issue 19: the kinds and names consumers ask for after boot.
+		{scenario: "no-all-device", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingAllDevice},
+		{scenario: "stale-etc-cdi", patched: []string{cdi.DefaultSpecPath, "/etc/cdi/nvidia.json"}, code: cdi.CodeMissingICD, absent: cdi.CodeMissingDevice},
+		{scenario: "dra-driver", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.gpu.nvidia.com-device_base.yaml"}, code: cdi.CodeMissingICD},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
@@ -95,6 +100,9 @@ func TestViewGolden(t *testing.T) {
 			testkit.Golden(t, "cdi/view/"+tt.scenario+".check.txt", findingsText(check.Findings))
 			if !slices.ContainsFunc(check.Findings, func(f cdi.Finding) bool { return f.Code == tt.code }) {
 				t.Errorf("check has no %s finding: %v", tt.code, check.Findings)
+			}
+			if tt.absent != "" && slices.ContainsFunc(check.Findings, func(f cdi.Finding) bool { return f.Code == tt.absent }) {
+				t.Errorf("check reports %s: %v", tt.absent, check.Findings)
 			}
 
 			before := snapshot(t, root)

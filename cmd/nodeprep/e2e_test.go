@@ -349,6 +349,9 @@ func TestUpRuntimeView(t *testing.T) {
 		{"missing-companion", 0, "ready"},
 		{"modeset-not-in-spec", 0, "ready"},
 		{"optional-platform-missing", 0, "optional-left-out"},
+		{"no-all-device", 0, "missing-all-device"},
+		{"stale-etc-cdi", 0, "ready"},
+		{"dra-driver", 0, "ready"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {

@@ -3,11 +3,14 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gofrs/flock"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
 // TestHealth: after up, health keeps nodeprep_ready current: ready while
@@ -38,14 +41,14 @@ func TestHealth(t *testing.T) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Command != "health" || !s.Ready || len(s.ExpectedGPUs) != 8 || len(s.Stages) != 2 {
+	if s.Command != "health" || !s.Ready || len(s.ExpectedGPUs) != 8 || len(s.Stages) != 3 || s.Stages[1].Name != "cdi" {
 		t.Errorf("status after health = %+v", s)
 	}
 	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 1") {
 		t.Errorf("metrics after a healthy run:\n%s", m)
 	}
 	if after, _ := os.ReadFile(spec); string(after) != string(specBefore) {
-		t.Error("health changed the CDI spec")
+		t.Error("health changed the CDI spec up had patched")
 	}
 
 	// Another server's GPUs: the eight the node booted with are gone.
@@ -128,5 +131,49 @@ func TestHealthAfterBlockedUp(t *testing.T) {
 	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
 	if r.code != 1 || !strings.Contains(r.stdout, "nodeprep up has not run") {
 		t.Errorf("health with no status file: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestHealthRechecksThePodPath: health judges every spec in the runtime's
+// view, not only NVML and the probes. The device plugin writes its spec
+// after boot without graphics mounts: health patches it and the node stays
+// ready. Then the plugin's spec comes from the read-only store: health
+// cannot patch it, and status.json and nodeprep_ready turn false naming it.
+func TestHealthRechecksThePodPath(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	root := hostCopy(t, "nixos-h200")
+	prom := "/run/nodeprep/nodeprep.prom"
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	plugin, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind"), "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"), plugin)
+	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 0 || !hasGraphicsMounts(t, root, pluginSpec) {
+		t.Fatalf("health after the plugin wrote its spec: exit %d, patched %v\n%s\n%s", r.code, hasGraphicsMounts(t, root, pluginSpec), r.stdout, r.stderr)
+	}
+
+	store := "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi"
+	if out, err := exec.Command("cp", "-a", filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), store), filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	os.Remove(filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755)
+	if err := os.Symlink("../../"+store+"/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 1 || !strings.Contains(r.stdout, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") {
+		t.Fatalf("health with an unpatchable plugin spec: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if s := readStatus(t, root); s.Ready || !strings.Contains(s.Verdict, "unpatchable-spec") {
+		t.Errorf("status = %+v", s)
+	}
+	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
+		t.Errorf("metrics:\n%s", m)
 	}
 }

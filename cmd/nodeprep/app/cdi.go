@@ -111,7 +111,7 @@ func (f *repatchFlags) options(g *globals, cmd *cobra.Command, cdiOpts cdi.FileO
 		StatusFile:  flagOr(fs, "status-file", f.statusFile, g.cfg.Up.StatusFile),
 		MetricsFile: flagOr(fs, "metrics-file", f.metricsFile, g.cfg.Up.MetricsFile),
 		Log:         g.log,
-		Version:     version,
+		Version:     currentVersion().Version,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -24,12 +25,16 @@ func newHealthCommand(g *globals) *cobra.Command {
 	o := &healthOptions{}
 	cmd := &cobra.Command{
 		Use:   "health",
-		Short: "Re-check a running node (inventory and self-test) and update the status file and metrics",
+		Short: "Re-check a running node (inventory, the pod path's CDI specs, self-test) and update the status file and metrics",
 		Long: `health is the periodic re-check the NixOS module runs from a timer
-(services.nodeprep.health.interval): the GPU inventory and the adapter
-self-test, with no CDI patch and no join. It rewrites the status file and the
-metrics textfile, so nodeprep_ready turns 0 within one interval when a GPU the
-node booted with falls off the bus, turns unhealthy or fails its dispatch.
+(services.nodeprep.health.interval): the GPU inventory, the pod path (every
+GPU spec in the runtime's CDI directories patched again, as cdi patch does,
+and judged with the inventory's device names) and the adapter self-test; no
+join. It rewrites the status file and the metrics textfile, so nodeprep_ready
+turns 0 within one interval when a GPU the node booted with falls off the bus,
+turns unhealthy or fails its dispatch, or when a spec that serves GPUs (the
+device plugin's, the DRA driver's, written after boot) cannot be patched: the
+reason names the spec.
 
 Once the node has registered (the kubelet's kubeconfig, default
 <k3s data-dir>/agent/kubelet.kubeconfig, exists), it also sets the node
@@ -77,6 +82,9 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	defer unlock() //nolint:errcheck // closing the lock file releases it
 
+	// The pod path as up judged it: the spec, the runtime's directories and
+	// the driver root of the config file (health has no CDI flags).
+	copts := (&specFlags{arch: runtime.GOARCH}).options(g, cmd)
 	rep, err := nodeprep.Health(cmd.Context(), g.host, nodeprep.HealthOptions{
 		Inventory:   func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
 		Selftest:    st,
@@ -84,6 +92,8 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		MetricsFile: flagOr(fs, "metrics-file", o.metricsFile, g.cfg.Up.MetricsFile),
 		Log:         g.log,
 		Version:     currentVersion().Version,
+		CDI:         &copts,
+		DeviceNames: g.cfg.CDI.DeviceNames,
 	})
 	if rep != nil {
 		reportNode(cmd.Context(), g, &o.node, rep, "", false)
