@@ -50,7 +50,7 @@ const (
 	CodePluginSpec           = "device-plugin-spec"       // the device plugin's own spec: it rewrites it when it starts
 	CodeHookConflict         = "hook-conflict"            // a mount where a hook of the spec creates a link or folder: the hook fails, the container does not start
 	CodeMissingAllDevice     = "missing-all-device"       // no nvidia.com/gpu=all, which docker/podman users and the NixOS manual ask for
-	CodeAllDeviceIncomplete  = "all-device-incomplete"    // nvidia.com/gpu=all lacks a GPU's device node
+	CodeAllDevicePartial     = "all-device-partial"       // nvidia.com/gpu=all lacks a GPU's device node
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:

@@ -115,7 +115,7 @@ func (v *View) allDeviceFindings(expect []cdi.ExpectedDevice) cdi.Findings {
 	if len(missing) == 0 {
 		return nil
 	}
-	return cdi.Findings{{Severity: cdi.SeverityWarning, Code: cdi.CodeAllDeviceIncomplete,
+	return cdi.Findings{{Severity: cdi.SeverityWarning, Code: cdi.CodeAllDevicePartial,
 		Message: fmt.Sprintf("%s: %s=%s does not carry %s: `--device %s=%s` gets fewer GPUs than the node has; regenerate the spec", ownerPath, kind, AllDevice, strings.Join(missing, ", "), kind, AllDevice)}}
 }
 
