@@ -18,11 +18,11 @@ func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot stri
 	return o
 }
 
-// ContainerdFindings runs the containerd check for a join result, for
-// `join` and `up` to report as warnings: at join time config.toml is the
-// one k3s wrote at its last start (k3s rewrites it from its template at the
-// next), so a problem there must not keep k3s from starting; `cdi check` is
-// where an error finding fails. A file that cannot be read or parsed is a
+// ContainerdFindings runs the containerd check for a join result. `join`
+// reports every finding as a warning; `up` fails on an error finding, as
+// `cdi check` does (one fact, one verdict): the CDI setting is judged for
+// the containerd k3s ships (its binary's version) and the file k3s
+// renders (its template, when config.toml is not written yet). A file that cannot be read or parsed is a
 // finding of code containerd.CodeBadConfig. A config k3s has not written
 // yet (before its first start; on every host without k3s) is no finding:
 // there is nothing to check, so it comes back as a note, for the debug log.

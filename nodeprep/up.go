@@ -638,12 +638,39 @@ func (u *upRun) planJoin(st *StageResult) error {
 		if r.tainted && u.opts.OnSelftestFailure != PolicyTaint {
 			continue
 		}
-		if _, err := u.planDropIn(r.verdict, adapters, r.tainted); err != nil {
+		res, err := u.planDropIn(r.verdict, adapters, r.tainted)
+		if err != nil {
 			return err
+		}
+		if !r.tainted {
+			if err := u.containerdVerdict(st, res); err != nil {
+				return err
+			}
 		}
 	}
 	st.Summary = "planned: " + u.opts.Join.DropInPath()
 	return nil
+}
+
+// containerdVerdict judges the containerd k3s runs as `cdi check` does,
+// before anything is written: an error finding there (CDI off for the
+// containerd installed, the spec's directory not in cdi_spec_dirs, an
+// nvidia runtime handler that cannot run) is an error here too, and the
+// node is not ready. One fact, one verdict: `cdi check`, `up` and the
+// status agree. The warnings stay on the join stage (join reports them).
+func (u *upRun) containerdVerdict(st *StageResult, res *k3s.Result) error {
+	findings, _ := ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
+	var errs []string
+	for _, f := range findings {
+		if f.Severity == cdi.SeverityError {
+			errs = append(errs, f.Code+": "+f.Message)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	st.Reasons = append(st.Reasons, errs...)
+	return fault.CheckFailed(fmt.Errorf("the containerd k3s runs cannot serve the patched spec: %s", errs[0]))
 }
 
 // planDropIn computes the node's labels for a self-test verdict and plans

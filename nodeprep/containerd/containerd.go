@@ -183,6 +183,9 @@ type Report struct {
 	// Template is the host path of the template k3s renders config.toml
 	// from, when there is one.
 	Template string `json:"template,omitempty" yaml:"template,omitempty"`
+	// Installed is the containerd k3s runs, read from its binary (nil
+	// when it could not be read: then the config's version decides).
+	Installed *Installed `json:"installed,omitempty" yaml:"installed,omitempty"`
 	// Checked is false when nothing could be judged (external endpoint,
 	// first boot).
 	Checked bool `json:"checked" yaml:"checked"`
@@ -224,7 +227,7 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	if errors.Is(err, fs.ErrNotExist) && tmpl != "" {
 		p = tmpl
 		data, err = root.ReadFileLimit(p, MaxConfigSize)
-		data = templateAction().ReplaceAll(data, nil)
+		data = templateVersion(p, data)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -275,13 +278,9 @@ func Check(root *hostfs.Root, opts Options) (*Report, error) {
 	if tmpl != "" && c.Path != tmpl {
 		r.Findings = append(r.Findings, warnf(CodeTemplate, "%s is rendered from %s at each k3s start: fix problems in the template", c.Path, tmpl))
 	}
-	if !c.CDIEnabled() {
-		why := "enable_cdi = false"
-		if c.EnableCDI == nil {
-			why = fmt.Sprintf("enable_cdi is not set and containerd 1.x (config version %d) defaults it to false", c.Version)
-		}
-		r.Findings = append(r.Findings, errorf(CodeCDIDisabled, "%s: %s: pods asking for nvidia.com/gpu CDI devices never get the patched spec; set enable_cdi = true under [plugins.%q]", c.Path, why, criPlugin(c.Version)))
-	}
+	cdiFs, installed := cdiFindings(root, opts.DataDir, c)
+	r.Installed = installed
+	r.Findings = append(r.Findings, cdiFs...)
 	r.Findings = append(r.Findings, checkSpecDirs(root, c, opts.SpecPaths)...)
 	for _, rt := range c.Runtimes {
 		r.Findings = append(r.Findings, checkRuntime(root, c, rt, opts.DriverRoot)...)
