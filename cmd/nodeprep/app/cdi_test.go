@@ -467,3 +467,31 @@ func TestShaderCacheNotFollowed(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchOtherSpecOnly: when only another spec the runtime serves is
+// rewritten (a stale /etc/cdi copy), cdi patch says what it wrote, never
+// "(dry run: nothing written)", and a second check is clean.
+func TestPatchOtherSpecOnly(t *testing.T) {
+	root := hostCopy(t, "stale-etc-cdi")
+	stale := filepath.Join(root, "etc/cdi/nvidia.json")
+	unpatched, err := os.ReadFile(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != 0 {
+		t.Fatalf("first patch: exit %d", code)
+	}
+	if err := os.WriteFile(stale, unpatched, 0o644); err != nil { // the stale copy comes back
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "--root", root, "cdi", "patch")
+	if code != 0 || strings.Contains(out, "dry run") || !strings.Contains(out, "already patched, unchanged, and ") || !strings.Contains(out, "/etc/cdi/nvidia.json: add vulkan-icd") {
+		t.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if after, _ := os.ReadFile(stale); string(after) == string(unpatched) {
+		t.Error("the stale spec was not written")
+	}
+	if out, _, code := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200"); code != 0 || strings.Contains(out, "missing-device") {
+		t.Errorf("check after the patch: exit %d\n%s", code, out)
+	}
+}
