@@ -43,8 +43,12 @@ type Report struct {
 	Runtime string `json:"runtime,omitempty" yaml:"runtime,omitempty"`
 	// RuntimeVersion is the first line of the runtime's --version.
 	RuntimeVersion string `json:"runtimeVersion,omitempty" yaml:"runtimeVersion,omitempty"`
-	Rootfs         string `json:"rootfs" yaml:"rootfs"` // the image's directory on this machine
-	Spec           string `json:"spec" yaml:"spec"`     // host path of the CDI spec whose directory the devices came from
+	// Handler is the runtime handler's program the containers were created
+	// through (Options.Handler), "" when the CDI library injected the
+	// devices.
+	Handler string `json:"handler,omitempty" yaml:"handler,omitempty"`
+	Rootfs  string `json:"rootfs" yaml:"rootfs"` // the image's directory on this machine
+	Spec    string `json:"spec" yaml:"spec"`     // host path of the CDI spec whose directory the devices came from
 	// Containers has one entry per device set: one for all GPUs, or one per
 	// GPU (Options.PerGPU).
 	Containers []Container `json:"containers" yaml:"containers"`

@@ -80,6 +80,17 @@ type Options struct {
 	// AllowCPUAdapter lets lavapipe and Mesa's EGL device stand in for
 	// simulated GPUs (selftest.Policy.AllowCPUAdapter).
 	AllowCPUAdapter bool
+	// Handler is the program the runtime handler pods use names (its
+	// BinaryName: nvidia-container-runtime.cdi for k3s's nvidia-cdi).
+	// When set on the real root ("/"), the probe asks for its GPUs as the
+	// device plugin's envvar strategy does (NVIDIA_VISIBLE_DEVICES=<uuids>)
+	// and the container is created through Handler, so the NVIDIA runtime's
+	// mode, spec-dirs and the spec's hooks decide what it gets, as for a
+	// pod; nodeprep injects nothing. Under another host root Handler is not
+	// used (it resolves real host paths) and a note says so.
+	Handler string
+	// HandlerEnv is Handler's environment (nil: nodeprep's own).
+	HandlerEnv []string
 	// WorkDir is where bundles and the runtime's state go, each in a
 	// directory of its own removed at the end (default os.TempDir()).
 	WorkDir string
@@ -215,6 +226,13 @@ func Run(ctx context.Context, host *hostfs.Root, inv *gpu.Inventory, opts Option
 		o: o, host: host, image: image, binary: binary, specDirs: specDirs, work: work,
 		rt: &Runtime{Path: rt, StateDir: path.Join(work, "state"), Log: o.Log},
 	}
+	switch {
+	case o.Handler != "" && host.Dir() == "/":
+		r.rt.Via, r.rt.ViaEnv = o.Handler, o.HandlerEnv
+		rep.Handler = o.Handler
+	case o.Handler != "":
+		r.handlerNote = fmt.Sprintf("the runtime handler's %s is not used under the host root %s (it reads the host's real paths): devices injected with the CDI library", o.Handler, host.Dir())
+	}
 	if v, err := r.rt.Version(ctx); err == nil {
 		rep.RuntimeVersion = v
 	} else {
@@ -264,6 +282,9 @@ type runner struct {
 	rt       *Runtime
 	argv     []string // the probe's command line in the container, without the request
 	argvNote string
+	// handlerNote says why Options.Handler is not used ("" when it is, or
+	// none was given).
+	handlerNote string
 	// specMissing explains an unresolvable device when the spec file
 	// itself is missing ("" when it exists).
 	specMissing string
@@ -281,6 +302,16 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 	defer func() { c.DurationMS = msSince(start) }()
 	if r.argvNote != "" {
 		c.Notes = append(c.Notes, r.argvNote)
+	}
+	if r.handlerNote != "" {
+		c.Notes = append(c.Notes, r.handlerNote)
+	}
+	if r.rt.Via != "" {
+		// The device plugin's envvar strategy: the handler resolves the ids.
+		spec := BaseSpec("rootfs", nil)
+		spec.Process.Env = append(spec.Process.Env, "NVIDIA_VISIBLE_DEVICES="+strings.Join(uuids, ","))
+		c.Devices = []string{"NVIDIA_VISIBLE_DEVICES=" + strings.Join(uuids, ",")}
+		return r.probeSet(ctx, inv, spec, c, start)
 	}
 
 	// A cache per set: RerootDeviceNodes edits what it loaded.
@@ -307,6 +338,12 @@ func (r *runner) runSet(ctx context.Context, inv *gpu.Inventory) (c Container) {
 	if len(c.Reasons) > 0 {
 		return c
 	}
+	return r.probeSet(ctx, inv, spec, c, start)
+}
+
+// probeSet runs the Vulkan and the EGL probe of one set in spec (its
+// devices already in it, or requested for the handler to inject).
+func (r *runner) probeSet(ctx context.Context, inv *gpu.Inventory, spec *rspec.Spec, c Container, start time.Time) Container {
 	spec.Mounts = append(spec.Mounts, BinaryMount(r.binary))
 	if len(c.Notes) > 0 {
 		// Debug: the report carries the notes (one summary line in text
@@ -460,6 +497,9 @@ func probe[T any](ctx context.Context, r *runner, spec *rspec.Spec, api selftest
 		sig := string(goCrash.FindSubmatch(out.Stderr)[1])
 		return failed(selftest.ReasonCrashed, "crashed: %s (exit status %d)%s", sig, out.ExitCode, stderr)
 	case len(strings.TrimSpace(string(out.Other))) == 0 && stderr != "":
+		if r.rt.Via != "" {
+			return failed(ReasonRuntimeFailed, "the runtime handler's %s could not create the container, as it would fail a pod's (exit status %d)%s", r.rt.Via, out.ExitCode, stderr)
+		}
 		return failed(ReasonRuntimeFailed, "the OCI runtime %s could not run the probe (exit status %d)%s", r.rt.Path, out.ExitCode, stderr)
 	}
 	return failed(selftest.ReasonBadOutput, "exited with status %d without printing a report; output: %s%s", out.ExitCode, oneLine(string(out.Other)), stderr)

@@ -56,6 +56,15 @@ type Runtime struct {
 	StateDir string
 	// Log receives debug detail (commands, their stderr).
 	Log *slog.Logger
+	// Via is the program a runtime handler names in place of the runtime
+	// (the NVIDIA container runtime: it edits the bundle's config.json on
+	// "create" only, then execs the low-level runtime it finds in PATH,
+	// nvidia-container-toolkit internal/oci/args.go). When set, Run
+	// creates the container with Via and starts it with Path, as
+	// containerd's runc shim does, instead of "run".
+	Via string
+	// ViaEnv is Via's environment (nil: nodeprep's).
+	ViaEnv []string
 }
 
 // RunError is a runtime command that failed: the command line, what it
@@ -108,6 +117,9 @@ type Outcome struct {
 func (r *Runtime) Run(ctx context.Context, bundle, id, prefix string) Outcome {
 	out := Outcome{ExitCode: -1}
 	defer r.Delete(id)
+	if r.Via != "" {
+		return r.runVia(ctx, bundle, id, prefix)
+	}
 	cmd := r.command("run", "--bundle", bundle, id)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -238,4 +250,77 @@ func absExecutable(p string) (string, error) {
 		return "", fmt.Errorf("%s is not an executable file", a)
 	}
 	return a, nil
+}
+
+// runVia is Run through Via: "Via create" with the container's stdio on
+// a pipe (the runtime passes its own stdio to the container), "Path
+// start", the report read from the pipe until the container closes it.
+// The container's exit status is not known this way (ExitCode -1 unless a
+// step fails): the report, or its absence, is the outcome.
+func (r *Runtime) runVia(ctx context.Context, bundle, id, prefix string) Outcome {
+	out := Outcome{ExitCode: -1}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		out.Err = fmt.Errorf("a pipe for the container's output: %w", err)
+		return out
+	}
+	defer pr.Close()
+	// The container inherits create's stdout and stderr: both must be
+	// files, or waiting for create would wait for the container's end.
+	errFile, err := os.CreateTemp(bundle, "stderr-")
+	if err != nil {
+		pw.Close()
+		out.Err = fmt.Errorf("a file for the container's stderr: %w", err)
+		return out
+	}
+	defer errFile.Close()
+	stderr := &child.Capture{Head: 32 << 10, Tail: 32 << 10}
+	collect := func() []byte {
+		if _, err := errFile.Seek(0, io.SeekStart); err == nil {
+			_, _ = io.Copy(stderr, errFile)
+		}
+		return []byte(stderr.String())
+	}
+	create := exec.CommandContext(ctx, r.Via, "--root", r.StateDir, "create", "--bundle", bundle, id)
+	create.Env = r.ViaEnv
+	create.Stdout, create.Stderr = pw, errFile
+	create.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = create.Run()
+	pw.Close()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			out.ExitCode = ee.ExitCode()
+			out.Stderr = collect()
+			return out
+		}
+		out.Err = &RunError{Command: create.Args, Stderr: string(collect()), Err: err}
+		return out
+	}
+	readc := make(chan [2][]byte, 1)
+	go func() {
+		rep, other, _ := selftest.ReadReport(pr, prefix)
+		_, _ = io.Copy(io.Discard, pr)
+		readc <- [2][]byte{rep, other}
+	}()
+	start := r.command("start", id)
+	startErr := &child.Capture{Head: 4 << 10, Tail: 4 << 10}
+	start.Stderr = startErr
+	if err := start.Run(); err != nil {
+		out.Err = &RunError{Command: start.Args, Stderr: startErr.String(), Err: err}
+		return out
+	}
+	select {
+	case rd := <-readc:
+		out.Report, out.Other = rd[0], rd[1]
+		if out.Report != nil {
+			out.ExitCode = 0
+		}
+	case <-ctx.Done():
+		out.TimedOut = true
+		r.Kill(id)
+		pr.Close()
+	}
+	out.Stderr = collect()
+	return out
 }

@@ -70,7 +70,14 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	if timeout <= 0 {
 		timeout = selftest.DefaultTimeout
 	}
+	// On a real node the probe goes the way a GPU pod goes: through the
+	// nvidia-cdi handler with the device plugin's envvar request.
+	handler := ""
+	if !simulated {
+		handler = podHandler(g)
+	}
 	return ctrtest.Options{
+		Handler:         handler,
 		Binary:          exe,
 		ProbeArgs:       []string{childcmd.Probe},
 		Rootfs:          rootfs,

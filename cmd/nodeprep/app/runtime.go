@@ -56,3 +56,33 @@ func runtimeSpecDirs(g *globals) []string {
 	}
 	return dirs
 }
+
+// podHandler returns the program of the runtime handler GPU pods use
+// (nodeprep.PatchedClass, nvidia-cdi) in the containerd config k3s
+// renders, for `selftest --container` to create its probe through, as a
+// pod's container is created: "" when the host root is not "/" (the
+// handler reads real host paths), k3s has no config or no such handler, or
+// its BinaryName does not exist. The containerd check reports those.
+func podHandler(g *globals) string {
+	if g.host.Dir() != "/" {
+		return ""
+	}
+	js, err := (&joinFlags{}).resolve(g, pflag.NewFlagSet("k3s", pflag.ContinueOnError))
+	if err != nil {
+		return ""
+	}
+	view, err := k3s.Read(g.host, js.opts)
+	if err != nil || !g.host.Exists(view.DataDir) {
+		return ""
+	}
+	c, _, err := containerd.Load(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, "", ""))
+	if err != nil || c == nil {
+		return ""
+	}
+	for _, rt := range c.Runtimes {
+		if rt.Name == nodeprep.PatchedClass && rt.BinaryName != "" && g.host.Exists(rt.BinaryName) {
+			return rt.BinaryName
+		}
+	}
+	return ""
+}
