@@ -41,9 +41,19 @@ func plant(t *testing.T, kind, p string) {
 	case "fifo":
 		err = syscall.Mkfifo(p, 0o600)
 	case "socket":
-		var l net.Listener
-		if l, err = net.Listen("unix", p); err == nil {
+		// A socket's path must fit sun_path (108 bytes), which a test's
+		// temp dir under a private TMPDIR may not: bind at a short path,
+		// then move the socket into place.
+		short, derr := os.MkdirTemp("", "sock")
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		t.Cleanup(func() { os.RemoveAll(short) })
+		var l *net.UnixListener
+		if l, err = net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(short, "s"), Net: "unix"}); err == nil {
+			l.SetUnlinkOnClose(false)
 			t.Cleanup(func() { l.Close() })
+			err = os.Rename(filepath.Join(short, "s"), p)
 		}
 	case "symlink":
 		err = os.Symlink(t.TempDir(), p)
