@@ -17,13 +17,7 @@ import (
 // the GPUs the node booted with work, 0 when they are gone, and a skipped
 // run (exit 0, nothing written) while another nodeprep holds the lock.
 func TestHealth(t *testing.T) {
-	icd, egl := lavapipe(t)
-	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
-	root := hostCopy(t, "nixos-h200")
-	prom := "/run/nodeprep/nodeprep.prom"
-	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 0 {
-		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
+	root, env, prom := upReady(t)
 	spec := filepath.Join(root, "var/run/cdi/nvidia-container-toolkit.json")
 	specBefore, _ := os.ReadFile(spec)
 
@@ -140,13 +134,7 @@ func TestHealthAfterBlockedUp(t *testing.T) {
 // ready. Then the plugin's spec comes from the read-only store: health
 // cannot patch it, and status.json and nodeprep_ready turn false naming it.
 func TestHealthRechecksThePodPath(t *testing.T) {
-	icd, egl := lavapipe(t)
-	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
-	root := hostCopy(t, "nixos-h200")
-	prom := "/run/nodeprep/nodeprep.prom"
-	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 0 {
-		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
-	}
+	root, env, prom := upReady(t)
 	plugin, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind"), "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -176,4 +164,19 @@ func TestHealthRechecksThePodPath(t *testing.T) {
 	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
 		t.Errorf("metrics:\n%s", m)
 	}
+}
+
+// upReady runs up on a copy of nixos-h200 with the simulated dgx-h200 and
+// Mesa's drivers, as the boot would, and fails t unless it says ready. It
+// returns the host root, the drivers' environment and the metrics file.
+func upReady(t *testing.T) (root string, env []string, prom string) {
+	t.Helper()
+	icd, egl := lavapipe(t)
+	env = []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	root = hostCopy(t, "nixos-h200")
+	prom = "/run/nodeprep/nodeprep.prom"
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	return root, env, prom
 }
