@@ -53,6 +53,9 @@ type PatchResult struct {
 	// specset), each patched the same way; their findings are in
 	// Findings too, prefixed with their path.
 	Related []*PatchResult `json:"related,omitempty" yaml:"related,omitempty"`
+	// Skipped are the GPU specs the runtime serves that nodeprep leaves
+	// as they are, each with the reason (package specset).
+	Skipped []SkippedSpec `json:"notPatched,omitempty" yaml:"notPatched,omitempty"`
 
 	file fs.FileInfo // the file ApplyPatch wrote, as it was renamed into place
 }
@@ -70,6 +73,20 @@ type CheckResult struct {
 	// specset), each checked the same way; their findings are in Findings
 	// too, prefixed with their path.
 	Related []*CheckResult `json:"related,omitempty" yaml:"related,omitempty"`
+	// Skipped are the GPU specs the runtime serves that nodeprep neither
+	// patches nor checks, each with the reason (package specset).
+	Skipped []SkippedSpec `json:"notPatched,omitempty" yaml:"notPatched,omitempty"`
+}
+
+// SkippedSpec is a GPU spec in the runtime's view that nodeprep leaves as
+// it is on purpose, such as a DRA driver's per-claim spec (its devices come
+// with the base spec's, which is patched) or a VFIO passthrough spec (no
+// NVIDIA driver runs in the container): `cdi check` and `cdi patch` name it
+// with the reason.
+type SkippedSpec struct {
+	Spec   string `json:"spec" yaml:"spec"`     // host path
+	Kind   string `json:"kind" yaml:"kind"`     // vendor/class
+	Reason string `json:"reason" yaml:"reason"` // why it is left as it is
 }
 
 // nameFindings warns about a spec file name the CDI library's directory

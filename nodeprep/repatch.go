@@ -241,7 +241,7 @@ func cdiStage(res *cdi.PatchResult, expect int, wrote []string) StageResult {
 	if res.Graphics != nil {
 		files = len(res.Graphics.Files)
 	}
-	st.Summary = fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(files, "graphics file"), count(expect, "device name"))
+	st.Summary = fmt.Sprintf("%s %s, %s, %s checked%s", res.Spec, verb, count(files, "graphics file"), count(expect, "device name"), leftAlone(res))
 	return st
 }
 

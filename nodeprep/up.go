@@ -538,7 +538,17 @@ func (u *upRun) applyCDI(st *StageResult) error {
 
 func (u *upRun) cdiSummary(verb string) string {
 	res := u.patch.Result
-	return fmt.Sprintf("%s %s, %s, %s checked", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(u.expect, "device name"))
+	return fmt.Sprintf("%s %s, %s, %s checked%s", res.Spec, verb, count(len(res.Graphics.Files), "graphics file"), count(u.expect, "device name"), leftAlone(res))
+}
+
+// leftAlone is the summary's note of the GPU specs the runtime serves that
+// nodeprep leaves as they are (cdi.PatchResult.Skipped; cdi check names
+// them with the reason), "" when there are none.
+func leftAlone(res *cdi.PatchResult) string {
+	if len(res.Skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s left as they are (cdi check names them)", count(len(res.Skipped), "spec"))
 }
 
 // startProbes starts the self-test's probe children (selftest.Start) early,

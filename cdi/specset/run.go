@@ -187,7 +187,19 @@ func (v *View) Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult,
 		all = append(all, relatedFindings(s.Path, rel.Findings)...)
 	}
 	named.Findings = all.Sorted()
+	named.Skipped = v.skipped()
 	return named, nil
+}
+
+// skipped lists the view's specs nodeprep leaves as they are, with why.
+func (v *View) skipped() []cdi.SkippedSpec {
+	var out []cdi.SkippedSpec
+	for _, s := range v.Specs {
+		if s.NotPatched != "" {
+			out = append(out, cdi.SkippedSpec{Spec: s.Path, Kind: s.Kind, Reason: s.NotPatched})
+		}
+	}
+	return out
 }
 
 // checkNamed checks the named spec: from the library's parse when the
@@ -299,6 +311,7 @@ func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, e
 		all = append(all, relatedFindings(s.Path, rel.Result.Findings)...)
 	}
 	res.Findings = all.Sorted()
+	res.Skipped = v.skipped()
 	p.Result = res
 	return p, nil
 }

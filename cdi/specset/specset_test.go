@@ -71,6 +71,7 @@ func TestViewGolden(t *testing.T) {
 		patched  []string // specs the patch must write
 		code     string   // a finding code the check must report
 		absent   string   // a finding code the check must not report
+		skipped  []string // specs check and patch must name as left as they are
 	}{
 		{scenario: "nixos-h200", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingICD},
 		{scenario: "dup-spec-copy", wantErr: true, code: cdi.CodeConflictingSpecs},
@@ -86,7 +87,8 @@ func TestViewGolden(t *testing.T) {
 		// Issue 19: the kinds and names consumers ask for after boot.
 		{scenario: "no-all-device", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingAllDevice},
 		{scenario: "stale-etc-cdi", patched: []string{cdi.DefaultSpecPath, "/etc/cdi/nvidia.json"}, code: cdi.CodeMissingICD, absent: cdi.CodeMissingDevice},
-		{scenario: "dra-driver", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.gpu.nvidia.com-device_base.yaml"}, code: cdi.CodeMissingICD},
+		{scenario: "dra-driver", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.gpu.nvidia.com-device_base.yaml"}, code: cdi.CodeMissingICD,
+			skipped: []string{"/var/run/cdi/k8s.gpu.nvidia.com-claim_3f2a9c1e-7b4d-4e8a-9c2f-1d5e6b7a8c90.yaml", "/var/run/cdi/k8s.gpu.nvidia.com-device_vfio.yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
@@ -105,10 +107,17 @@ func TestViewGolden(t *testing.T) {
 				t.Errorf("check reports %s: %v", tt.absent, check.Findings)
 			}
 
+			if got := skippedPaths(check.Skipped); !slices.Equal(got, tt.skipped) {
+				t.Errorf("check names %q as left as they are, want %q", got, tt.skipped)
+			}
+
 			before := snapshot(t, root)
 			res, err := specset.Patch(root, opts, false)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := skippedPaths(res.Skipped); !slices.Equal(got, tt.skipped) {
+				t.Errorf("patch names %q as left as they are, want %q", got, tt.skipped)
 			}
 			testkit.Golden(t, "cdi/view/"+tt.scenario+".patch.txt", findingsText(res.Findings))
 			if got := res.Findings.Errors() > 0; got != tt.wantErr {
@@ -225,4 +234,19 @@ func TestViewDirs(t *testing.T) {
 	if v.Findings.Errors() != 0 || !strings.Contains(string(findingsText(v.Findings)), cdi.CodeShadowedDevice) {
 		t.Errorf("a copy in /etc/cdi: findings %v, want one shadowed-device warning", v.Findings)
 	}
+}
+
+// skippedPaths are the paths of the specs a result names as left as they
+// are, each with a reason (nil for none; a missing reason is a path of
+// "<no reason>").
+func skippedPaths(ss []cdi.SkippedSpec) []string {
+	var out []string
+	for _, s := range ss {
+		if s.Reason == "" || s.Kind == "" {
+			out = append(out, s.Spec+" <no reason>")
+			continue
+		}
+		out = append(out, s.Spec)
+	}
+	return out
 }

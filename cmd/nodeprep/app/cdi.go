@@ -245,7 +245,7 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 		if diff {
 			b.WriteString(res.Diff)
 		}
-		if err := writeFindings(&b, res.Findings); err != nil {
+		if err := writeFindings(&b, res.Findings, res.Skipped); err != nil {
 			return err
 		}
 		_, err := io.WriteString(w, b.String())
@@ -267,19 +267,26 @@ func writePatchText(w io.Writer, res *cdi.PatchResult, diff bool) error {
 			fmt.Fprintf(&b, "  %s: %s\n", rel.Spec, c)
 		}
 	}
-	if err := writeFindings(&b, res.Findings); err != nil {
+	if err := writeFindings(&b, res.Findings, res.Skipped); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
+// notPatchedCode is the code of the note lines that name a GPU spec the
+// runtime serves and nodeprep leaves as it is (cdi.SkippedSpec).
+const notPatchedCode = "not-patched"
+
 // writeFindings prints findings in aligned columns: severity, code,
-// message.
-func writeFindings(w io.Writer, fs cdi.Findings) error {
+// message; then a note line per spec left as it is, with the reason.
+func writeFindings(w io.Writer, fs cdi.Findings, skipped []cdi.SkippedSpec) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range fs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Severity, f.Code, f.Message)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(tw, "note\t%s\t%s (%s) is left as it is: %s\n", notPatchedCode, s.Spec, s.Kind, s.Reason)
 	}
 	return tw.Flush()
 }
@@ -350,7 +357,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	res.Findings = oneFindingPerFault(append(res.Findings, extra...))
 	errs := res.Findings.Errors()
 	err = g.print(res, func(w io.Writer) error {
-		if err := writeFindings(w, res.Findings); err != nil {
+		if err := writeFindings(w, res.Findings, res.Skipped); err != nil {
 			return err
 		}
 		verdict := "ok"

@@ -495,3 +495,49 @@ func TestPatchOtherSpecOnly(t *testing.T) {
 		t.Errorf("check after the patch: exit %d\n%s", code, out)
 	}
 }
+
+// TestCheckNamesSpecsLeftAsTheyAre: the DRA driver's per-claim spec and its
+// VFIO spec are served GPU specs nodeprep does not patch; cdi check and cdi
+// patch name each with the reason, in text and in JSON, before and after
+// the patch, and the exit status stays that of the findings.
+func TestCheckNamesSpecsLeftAsTheyAre(t *testing.T) {
+	root := hostCopy(t, "dra-driver")
+	claim := "/var/run/cdi/k8s.gpu.nvidia.com-claim_3f2a9c1e-7b4d-4e8a-9c2f-1d5e6b7a8c90.yaml"
+	vfio := "/var/run/cdi/k8s.gpu.nvidia.com-device_vfio.yaml"
+	names := func(what, out string) {
+		t.Helper()
+		for _, want := range []string{
+			"note not-patched " + claim + " (k8s.gpu.nvidia.com/claim) is left as it is: a DRA per-claim spec",
+			"note not-patched " + vfio + " (k8s.gpu.nvidia.com/device) is left as it is: VFIO passthrough",
+		} {
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), want) { // columns are padded
+				t.Errorf("%s does not say %q:\n%s", what, want, out)
+			}
+		}
+	}
+	out, _, code := runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200")
+	if code != 1 {
+		t.Fatalf("check before the patch: exit %d, want 1\n%s", code, out)
+	}
+	names("check", out)
+	out, _, code = runCLI(t, "--root", root, "cdi", "patch")
+	if code != 0 {
+		t.Fatalf("patch: exit %d\n%s", code, out)
+	}
+	names("patch", out)
+	out, _, code = runCLI(t, "--root", root, "cdi", "check", "--simulate", "dgx-h200")
+	if code != 0 || !strings.HasSuffix(out, ": ok\n") {
+		t.Fatalf("check after the patch: exit %d, want 0 and ok\n%s", code, out)
+	}
+	names("check after the patch", out)
+	out, _, _ = runCLI(t, "--root", root, "-o", "json", "cdi", "check", "--simulate", "dgx-h200")
+	var res struct {
+		NotPatched []struct{ Spec, Kind, Reason string } `json:"notPatched"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res.NotPatched) != 2 || res.NotPatched[0].Spec != claim || res.NotPatched[1].Spec != vfio || res.NotPatched[0].Reason == "" {
+		t.Errorf("notPatched = %+v", res.NotPatched)
+	}
+}
