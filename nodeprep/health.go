@@ -39,6 +39,11 @@ type HealthOptions struct {
 	// stage.
 	CDI         *cdi.FileOptions
 	DeviceNames []string
+	// Runtime, with CDI, returns the findings of the runtime k3s runs
+	// (containerd's config, the pod path through its runtime handlers) as
+	// `cdi check` reports them: judged in the cdi stage, an error makes the
+	// node not ready (foldRuntime). nil: not judged.
+	Runtime func() cdi.Findings
 }
 
 // Health re-checks a running node: the inventory, the pod path when
@@ -111,7 +116,7 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	if opts.CDI != nil {
 		stages = []int{iInventory, iCDI, iSelftest}
 		if stopped == nil {
-			stopped = u.run(iCDI, func(st *StageResult) error { return u.healthCDI(ctx, st, *opts.CDI, opts.DeviceNames) })
+			stopped = u.run(iCDI, func(st *StageResult) error { return u.healthCDI(ctx, st, *opts.CDI, opts.DeviceNames, opts.Runtime) })
 		}
 	}
 	if stopped == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -43,6 +44,12 @@ type RepatchOptions struct {
 	// Now is the clock (time.Now when nil).
 	Now     func() time.Time
 	Version string // nodeprep's version, for the report
+	// Runtime, when set, returns the findings of the runtime k3s runs
+	// (containerd's config and the pod path through its runtime handlers),
+	// exactly as `cdi check` reports them; they are judged with the specs
+	// (foldRuntime), so that a re-patch never makes ready a node whose
+	// containerd cannot serve the patched spec. nil: not judged.
+	Runtime func() cdi.Findings
 }
 
 // RepatchResult is what Repatch did.
@@ -115,6 +122,9 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 		return res, nil
 	}
 	st := cdiStage(res.Patch, expect, res.Wrote)
+	if opts.Runtime != nil {
+		foldRuntime(&st, opts.Runtime(), opts.Log)
+	}
 	st.DurationMS = ms(opts.Now().Sub(start))
 	rep := rejudge(prev, st, opts, start)
 	rep.CDI = res.Patch
@@ -174,7 +184,7 @@ func patchView(ctx context.Context, host *hostfs.Root, opts cdi.FileOptions, log
 // its graphics mounts) and judged with the current inventory's device
 // names; a spec that serves GPUs and cannot be patched fails the stage,
 // naming it, and the node is not ready.
-func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOptions, names []string) error {
+func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOptions, names []string, runtime func() cdi.Findings) error {
 	expect, err := ExpectedCDIDevices(u.inv, names)
 	if err != nil {
 		return err
@@ -188,12 +198,60 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 	u.report.CDI = res
 	u.report.FilesChanged = append(u.report.FilesChanged, wrote...)
 	judged := cdiStage(res, len(expect), wrote)
+	specsFailed := judged.Status == StatusFailed
+	specErr := ""
+	if specsFailed {
+		specErr = judged.Reasons[0]
+	}
+	runtimeErr := ""
+	if runtime != nil {
+		runtimeErr = foldRuntime(&judged, runtime(), u.opts.Log)
+	}
 	st.Status, st.Summary, st.Reasons = judged.Status, judged.Summary, judged.Reasons
-	if judged.Status == StatusFailed {
+	switch {
+	case specsFailed:
 		st.Status = StatusOK // run marks it failed from the error
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, judged.Reasons[0]))
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, specErr))
+	case runtimeErr != "":
+		st.Status = StatusOK
+		return fault.CheckFailed(fmt.Errorf("the containerd k3s runs cannot serve the patched spec: %s", runtimeErr))
 	}
 	return nil
+}
+
+// foldRuntime judges the findings of the runtime k3s runs (containerd's
+// config, the pod path through its runtime handlers: RuntimeFindings, as
+// `cdi check` reports them) in the cdi stage st, as `up` judges them in
+// its join stage: an error fails the stage (its reasons first), a warning
+// makes it a warning, and containerd.CodeNotWritten (k3s has not rendered
+// its config yet: nothing to judge) is logged only. One fact, one verdict:
+// `cdi check`, `up`, `health` and a re-patch agree. It returns the first
+// error's reason, "" for none.
+func foldRuntime(st *StageResult, fs cdi.Findings, log *slog.Logger) string {
+	var errs, warns []string
+	for _, f := range fs {
+		switch {
+		case f.Code == containerd.CodeNotWritten:
+			log.Debug("containerd config not judged", "reason", f.Message)
+		case f.Severity == cdi.SeverityError:
+			errs = append(errs, f.Code+": "+f.Message)
+		default:
+			warns = append(warns, f.Code+": "+f.Message)
+		}
+	}
+	if len(errs) == 0 && len(warns) == 0 {
+		return ""
+	}
+	st.Reasons = append(append(errs, st.Reasons...), warns...)
+	switch {
+	case len(errs) > 0:
+		st.Status = StatusFailed
+		st.Summary += fmt.Sprintf("; the containerd k3s runs: %s", count(len(errs), "error"))
+		return errs[0]
+	case st.Status == StatusOK:
+		st.Status = StatusWarning
+	}
+	return ""
 }
 
 // lastReport reads the status file's report; nil when there is none or it

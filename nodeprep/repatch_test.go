@@ -3,8 +3,11 @@ package nodeprep
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specwatch"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
@@ -192,10 +196,33 @@ func cpuTime() time.Duration {
 // writer's rename → patched spec on disk, the settle time included) and
 // the CPU the process spent per event (cpu-ms/event: the pass, and the
 // skipped event of its own write).
+//
+// The containerd sub-benchmark adds what `cdi watch` and the path unit
+// judge with the specs on a k3s node (RepatchOptions.Runtime): k3s's
+// containerd config, its runtime handlers and the NVIDIA runtime's config
+// (the k3s-containerd-ok tree laid over nixos-h200).
 func BenchmarkRepatchAfterRename(b *testing.B) {
+	b.Run("specs", func(b *testing.B) { benchRepatchAfterRename(b, false) })
+	b.Run("specs+containerd", func(b *testing.B) { benchRepatchAfterRename(b, true) })
+}
+
+func benchRepatchAfterRename(b *testing.B, withRuntime bool) {
 	host := testkit.HostTree(b, "nixos-h200")
 	bootStatus(b, host, true)
 	opts := repatchOptions()
+	if withRuntime {
+		if out, err := exec.Command("cp", "-a", testkit.Testdata(b, "hosts", "k3s-containerd-ok")+"/.", host.Dir()).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		copts := ContainerdOptions("/var/lib/rancher/k3s", nil, opts.CDI.Spec, opts.CDI.Discover.DriverRoot)
+		opts.Runtime = func() cdi.Findings {
+			fs, err := RuntimeFindings(host, copts)
+			if err != nil {
+				b.Error(err)
+			}
+			return fs
+		}
+	}
 	if _, err := Repatch(context.Background(), host, opts); err != nil {
 		b.Fatal(err)
 	}
@@ -268,5 +295,38 @@ func TestUpSaysMIGWithoutDevices(t *testing.T) {
 	if st.Status != StatusWarning || !strings.Contains(st.Summary, "1 GPU in MIG mode without a MIG device") ||
 		len(st.Reasons) != 1 || !strings.Contains(st.Reasons[0], "GPU 1 ("+inv.GPUs[1].UUID+") has MIG mode on but no MIG device") {
 		t.Errorf("inventory stage = %+v", st)
+	}
+}
+
+// TestFoldRuntime: the runtime's findings judged in the cdi stage as up
+// judges them in its join stage: an error fails the stage, its reason
+// first; a warning makes an ok stage a warning; a config k3s has not
+// rendered yet is no finding.
+func TestFoldRuntime(t *testing.T) {
+	errF := cdi.Finding{Severity: cdi.SeverityError, Code: "containerd-cdi-disabled", Message: "off"}
+	warnF := cdi.Finding{Severity: cdi.SeverityWarning, Code: "pod-path-bypass", Message: "nvidia"}
+	notWritten := cdi.Finding{Severity: cdi.SeverityWarning, Code: containerd.CodeNotWritten, Message: "not yet"}
+	tests := []struct {
+		name        string
+		start       StageResult
+		fs          cdi.Findings
+		wantStatus  string
+		wantFirst   string
+		wantReasons []string
+	}{
+		{"nothing", StageResult{Status: StatusOK}, nil, StatusOK, "", nil},
+		{"not written", StageResult{Status: StatusOK}, cdi.Findings{notWritten}, StatusOK, "", nil},
+		{"warning", StageResult{Status: StatusOK}, cdi.Findings{warnF}, StatusWarning, "", []string{"pod-path-bypass: nvidia"}},
+		{"error before the stage's warnings", StageResult{Status: StatusWarning, Reasons: []string{"missing-all-device: x"}}, cdi.Findings{warnF, errF},
+			StatusFailed, "containerd-cdi-disabled: off", []string{"containerd-cdi-disabled: off", "missing-all-device: x", "pod-path-bypass: nvidia"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.start
+			first := foldRuntime(&st, tt.fs, slog.New(slog.DiscardHandler))
+			if st.Status != tt.wantStatus || first != tt.wantFirst || !slices.Equal(st.Reasons, tt.wantReasons) {
+				t.Errorf("got %s %q %q, want %s %q %q", st.Status, first, st.Reasons, tt.wantStatus, tt.wantFirst, tt.wantReasons)
+			}
+		})
 	}
 }

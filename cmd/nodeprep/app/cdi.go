@@ -112,6 +112,7 @@ func (f *repatchFlags) options(g *globals, cmd *cobra.Command, cdiOpts cdi.FileO
 		MetricsFile: flagOr(fs, "metrics-file", f.metricsFile, g.cfg.Up.MetricsFile),
 		Log:         g.log,
 		Version:     currentVersion().Version,
+		Runtime:     runtimeJudge(g, cdiOpts),
 	}
 }
 

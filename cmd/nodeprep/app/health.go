@@ -29,12 +29,14 @@ func newHealthCommand(g *globals) *cobra.Command {
 		Long: `health is the periodic re-check the NixOS module runs from a timer
 (services.nodeprep.health.interval): the GPU inventory, the pod path (every
 GPU spec in the runtime's CDI directories patched again, as cdi patch does,
-and judged with the inventory's device names) and the adapter self-test; no
-join. It rewrites the status file and the metrics textfile, so nodeprep_ready
-turns 0 within one interval when a GPU the node booted with falls off the bus,
-turns unhealthy or fails its dispatch, or when a spec that serves GPUs (the
-device plugin's, the DRA driver's, written after boot) cannot be patched: the
-reason names the spec.
+and judged with the inventory's device names; the containerd config k3s
+renders and its runtime handlers, judged as cdi check judges them) and the
+adapter self-test; no join. It rewrites the status file and the metrics
+textfile, so nodeprep_ready turns 0 within one interval when a GPU the node
+booted with falls off the bus, turns unhealthy or fails its dispatch, when a
+spec that serves GPUs (the device plugin's, the DRA driver's, written after
+boot) cannot be patched, or when the containerd k3s runs cannot serve the
+patched spec: the reason names the spec or the finding.
 
 Once the node has registered (the kubelet's kubeconfig, default
 <k3s data-dir>/agent/kubelet.kubeconfig, exists), it also sets the node
@@ -94,6 +96,9 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 		Version:     currentVersion().Version,
 		CDI:         &copts,
 		DeviceNames: g.cfg.CDI.DeviceNames,
+		// The runtime judged from the same facts, by the same code, as
+		// cdi check judges it.
+		Runtime: runtimeJudge(g, copts),
 	})
 	if rep != nil {
 		reportNode(cmd.Context(), g, &o.node, rep, "", false)

@@ -34,6 +34,13 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	return findings
 }
 
+// runtimeJudge is runtimeFindings for the spec and driver root of opts,
+// called when health or a re-patch judges the runtime: they judge it from
+// the same facts, by the same code, as cdi check.
+func runtimeJudge(g *globals, opts cdi.FileOptions) func() cdi.Findings {
+	return func() cdi.Findings { return runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot) }
+}
+
 // runtimeSpecDirs are the CDI spec directories of the containerd k3s runs
 // (its config's cdi_spec_dirs, containerd.SpecDirs), for a CDI view that
 // sees what the runtime sees when neither --spec-dir nor cdi.specDirs says
