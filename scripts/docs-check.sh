@@ -18,11 +18,12 @@ pages=$(ls README.md docs/*.md)
 if grep -nE '\bF[0-9]{1,2}\b|DESIGN\.md|FIELD-REPORTS' $pages; then
   err "the lines above name files outside the repository"
 fi
-# The NixOS module provides no RuntimeClass: its pages' examples use none.
-# (docs/cluster.md explains when the device plugin's envvar strategy needs
-# the nvidia-cdi one k3s registers.)
-if grep -n 'runtimeClassName' README.md docs/nixos.md docs/nixos-module.md; then
-  err "the lines above use a RuntimeClass the NixOS module does not provide"
+# A GPU pod on a NixOS node runs on the nvidia-cdi RuntimeClass (the
+# envvar strategy cluster render writes; docs/cluster.md): a page's pod
+# example must use that one, never the plain nvidia class, which bypasses the
+# patched spec. (TestNixOSPageWorkload runs docs/nixos.md's through cluster check.)
+if grep -nE 'runtimeClassName: *"?nvidia"? *($|#)' README.md docs/*.md; then
+  err "the lines above use the nvidia RuntimeClass, whose runtime mode auto never reads the patched spec: use nvidia-cdi"
 fi
 
 # Pages other branches add (remove a name once its page is merged): a link

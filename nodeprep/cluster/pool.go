@@ -62,7 +62,9 @@ func (p Pool) node() *corev1.Node {
 	if p.Label.Key != "" {
 		labels[p.Label.Key] = p.Label.Value
 	}
-	// A healthy pool node: nodeprep health keeps the label true on it.
+	// A healthy pool node: it registered with the self-test passed, and
+	// nodeprep health keeps the ready label true on it.
+	labels[LabelSelftest] = "passed"
 	labels[LabelGPUReady] = "true"
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "onprem-gpu-node", Labels: labels}}
 	for _, t := range p.Taints {
