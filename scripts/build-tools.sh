@@ -4,7 +4,7 @@
 # pinned tools modules under testdata/tools/<COMPONENT>/, through the Go
 # module proxy, into .cache/tools/<COMPONENT>/<key>/, and prints that
 # directory, one line a component. <key> hashes the module's go.mod and
-# go.sum, its ldflags file and the Go version, so a pin that changes builds anew and a warm
+# go.sum, its own Go files, its ldflags file and the Go version, so a pin that changes builds anew and a warm
 # run builds nothing (envtest keeps its binaries the same way). With no
 # COMPONENT it builds every tools module. --print only prints the
 # directories of the components already built and fails for the others.
@@ -25,7 +25,10 @@ for c in "$@"; do
   # An optional ldflags file sets what upstream's own Makefile sets with
   # -X (the version the programs print and log).
   ldflags=$(cat "$mod/ldflags" 2>/dev/null || true)
-  key=$(cat "$mod/go.mod" "$mod/go.sum" <(printf '%s\n%s' "$gov" "$ldflags") | sha256sum | cut -c1-16)
+  # Go files of the tools module itself (a test tool of nodeprep's built
+  # with the upstream libraries, such as draspecs) are part of the key.
+  mapfile -t own < <(find "$mod" -name '*.go' | LC_ALL=C sort)
+  key=$(cat "$mod/go.mod" "$mod/go.sum" "${own[@]}" <(printf '%s\n%s' "$gov" "$ldflags") | sha256sum | cut -c1-16)
   out=$cache/$c/$key
   if [ ! -e "$out/.complete" ]; then
     if [ $print_only = 1 ]; then echo "build-tools: $c is not built (run scripts/build-tools.sh $c)" >&2; exit 1; fi

@@ -309,6 +309,17 @@ broken modeset-absent
 cp modeset-not-in-spec/run/cdi/nvidia-container-toolkit.json modeset-absent/run/cdi/
 rm modeset-absent/dev/nvidia-modeset
 sed -i '\|^/dev/nvidia-modeset |d' modeset-absent/.devices
+# Every NVIDIA spec kind and the names consumers ask for (issue 19).
+broken no-all-device
+"$gen" $TK120 no-all-device no-all > no-all-device/run/cdi/nvidia-container-toolkit.json
+broken stale-etc-cdi
+"$gen" $TK120 stale-etc-cdi index > stale-etc-cdi/run/cdi/nvidia-container-toolkit.json
+mkdir -p stale-etc-cdi/etc/cdi
+"$gen" $TK120 stale-etc-cdi uuid > stale-etc-cdi/etc/cdi/nvidia.json
+broken dra-driver
+printf '%s\n' "/dev/vfio/vfio c 10 196 0666" "/dev/vfio/42 c 243 0 0600" >> dra-driver/.devices
+stub dra-driver/dev/vfio/vfio; stub dra-driver/dev/vfio/42
+DRA_CLAIM=3f2a9c1e-7b4d-4e8a-9c2f-1d5e6b7a8c90 "$gen" $TK120 dra-driver dra dra-driver/run/cdi
 # readme TREE TEXT: each tree says what it is.
 readme() { printf '%s\n' "$2" > "$1/README.md"; }
 readme nixos-h200 "# nixos-h200
@@ -427,4 +438,39 @@ top-level deviceNodes."
 readme modeset-absent "# modeset-absent
 nixos-h200 with /dev/nvidia-modeset neither in the spec nor on the host (nvidia-modeset not
 loaded). cdi check and cdi patch report missing-device-node: the Vulkan driver fails without it."
+readme no-all-device "# no-all-device
+nixos-h200 whose spec nvidia-ctk 1.20.2 wrote with the newer unit's flags and --no-all-device
+(through extraArgs): the same index and UUID devices, no \`all\` device. Pods through the device
+plugin ask for each GPU's name and work; \`docker run --device nvidia.com/gpu=all\`, podman and the
+NixOS manual's examples ask for \`nvidia.com/gpu=all\`, which the CDI library cannot resolve. cdi
+check and cdi patch warn missing-all-device (not an error: the node's pods are served); up ends
+ready with that warning."
+readme stale-etc-cdi "# stale-etc-cdi
+nixos-h200 where the generator unit now runs with NixOS's default --device-name-strategy index
+(no extraArgs) and writes index names only to /var/run/cdi/nvidia-container-toolkit.json, while
+/etc/cdi/nvidia.json is a stale spec of the same kind, nvidia.com/gpu, from an earlier generation
+with --device-name-strategy uuid (both written by nvidia-ctk 1.20.2 with the module's jq mounts,
+both without graphics mounts, both with the \`all\` device, which /var/run/cdi's wins). The CDI
+library resolves nvidia.com/gpu=GPU-<uuid>, which the device plugin asks for, from /etc/cdi: the
+names are served, so cdi check must not call them \"not in the spec … unresolvable\". It reports
+the graphics files missing from both specs; cdi patch patches both; after it cdi check has no error
+and up ends ready."
+readme dra-driver "# dra-driver
+nixos-h200 with NVIDIA's DRA driver for GPUs (k8s-dra-driver-gpu, kubelet plugin) running. Its
+specs in /var/run/cdi are written by draspecs (testdata/tools/nvidia-container-toolkit-1.20), which
+makes the kubelet plugin's calls with the pinned toolkit's CDI generator (mode nvml, vendor
+k8s.gpu.nvidia.com) and the CDI library's WriteSpec (YAML, \`<vendor>-<class>_<id>.yaml\`), chrooted
+against the fake NVML as nvidia-ctk is:
+- \`k8s.gpu.nvidia.com-device_base.yaml\`, kind \`k8s.gpu.nvidia.com/device\`: one device per GPU named
+  \`gpu-<minor>\` with the generator's per-GPU edits, and the generator's common edits plus
+  \`NVIDIA_VISIBLE_DEVICES=void\`; no graphics mounts. A pod's ResourceClaim gets these devices.
+- \`k8s.gpu.nvidia.com-claim_<claim UID>.yaml\`, kind \`k8s.gpu.nvidia.com/claim\`, written at claim
+  time: device \`<claim UID>-gpu-0\` with only the claim's MPS sharing edits (CUDA_MPS_PIPE_DIRECTORY,
+  the control daemon's /dev/shm and pipe folders, read-write).
+- \`k8s.gpu.nvidia.com-device_vfio.yaml\`, kind \`k8s.gpu.nvidia.com/device\`: a VFIO passthrough
+  device \`gpu-vfio-0\` (/dev/vfio/42, and /dev/vfio/vfio) for a virtual machine.
+cdi check reports the graphics files missing from the generator's spec and the base spec and names
+the claim and VFIO specs it leaves as they are, with the reason; cdi patch patches the first two
+and leaves the claim spec (its devices always come with the base spec's) and the VFIO spec (no
+NVIDIA driver in the container) as they are; up ends ready."
 echo "generated: $(ls -d */ | tr -d / | tr '\n' ' ')"

@@ -14,10 +14,20 @@
 #                  --nvidia-cdi-hook-path <toolkit-tools>/bin/nvidia-cdi-hook,
 #                  plus extraArgs --device-name-strategy uuid (UUID names too)
 #   UNIT=new-hooks the newer unit with disable-hooks = [ ] (no --disable-hook)
+#   UNIT=no-all    the newer unit with --no-all-device added (extraArgs)
+#   UNIT=index     the newer unit as NixOS's default runs it, without the
+#                  extraArgs: --device-name-strategy index only
+#   UNIT=uuid      the newer unit with --device-name-strategy uuid only (an
+#                  earlier generation, with extraArgs that replaced it)
 #   UNIT=plugin    the device plugin's own spec as the same library writes it
 #                  for its vendor and class: --vendor k8s.device-plugin.nvidia.com
 #                  --class gpu --device-name-strategy uuid, without the `all`
 #                  device (the plugin names single GPUs only)
+#   UNIT=dra OUTDIR  the specs NVIDIA's DRA driver's kubelet plugin writes
+#                  (draspecs of the toolkit 1.20 tools module: the base spec,
+#                  the VFIO spec of a passthrough GPU with IOMMU group 42 and
+#                  the spec of claim DRA_CLAIM), written into OUTDIR as the
+#                  driver names them; nothing is printed
 #
 # followed, for the units, by the module's jq mounts step (its default
 # hardware.nvidia-container-toolkit.mounts, each added only when its host
@@ -38,7 +48,7 @@
 # /nix/store/*-nvidia-x11-* (the driver), one /nix/store/*-glibc-*-bin.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-tk=${1:?usage: nvidia-cdi-generate.sh TOOLKIT TREE old|new|new-hooks|plugin}
+tk=${1:?usage: nvidia-cdi-generate.sh TOOLKIT TREE old|new|new-hooks|no-all|index|uuid|plugin|dra OUTDIR}
 tree=$(cd "${2:?tree}" && pwd)
 unit=${3:?unit}
 [ "$(id -u)" = 0 ] || { echo "nvidia-cdi-generate: needs root (chroot, mknod)" >&2; exit 69; }
@@ -78,6 +88,7 @@ mkdir -p "$r/lib64" "$r/.gen/lib" "$r/tmp" "$r/proc"
 cp -L /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
 cp -L "$(ldd "$bin/nvidia-ctk" | awk '$1 == "libc.so.6" {print $3}')" "$r/.gen/lib/"
 cp -L /usr/bin/test "$r/.gen/test"
+if [ -x "$bin/draspecs" ]; then install -m 0755 "$bin/draspecs" "$r/.gen/draspecs"; fi
 # A clean environment: nothing of the caller (TMPDIR, ...) leaks into the chroot.
 chroot=$(command -v chroot)
 inroot() { env -i PATH=/usr/bin:/bin TMPDIR=/tmp LD_LIBRARY_PATH=/.gen/lib "$chroot" "$r" "$@"; }
@@ -85,10 +96,23 @@ inroot() { env -i PATH=/usr/bin:/bin TMPDIR=/tmp LD_LIBRARY_PATH=/.gen/lib "$chr
 common=(--format json --ldconfig-path "$ldc" --library-search-path "$nv/lib")
 new=(--discovery-mode auto --device-name-strategy index --device-name-strategy uuid
      --nvidia-cdi-hook-path "/$tools/bin/nvidia-cdi-hook")
+hook=(--nvidia-cdi-hook-path "/$tools/bin/nvidia-cdi-hook")
 case $unit in
   old) args=("${common[@]}" --nvidia-ctk-path "/$ctk/bin/nvidia-ctk") ;;
   new) args=("${common[@]}" "${new[@]}" --disable-hook create-symlinks) ;;
   new-hooks) args=("${common[@]}" "${new[@]}") ;;
+  no-all) args=("${common[@]}" "${new[@]}" --disable-hook create-symlinks --no-all-device) ;;
+  index|uuid) args=("${common[@]}" --discovery-mode auto --device-name-strategy "$unit" "${hook[@]}" --disable-hook create-symlinks) ;;
+  dra)
+    out=${4:?nvidia-cdi-generate: dra needs OUTDIR}
+    [ -x "$r/.gen/draspecs" ] || { echo "nvidia-cdi-generate: $tk has no draspecs" >&2; exit 2; }
+    mkdir -p "$r/.gen/cdi"
+    inroot /.gen/draspecs -cdi-root /.gen/cdi "${hook[@]}" -library-search-path "$nv/lib" \
+      -claim "${DRA_CLAIM:?nvidia-cdi-generate: dra needs DRA_CLAIM, a claim UID}" -vfio 0:42 2> "$work/log" ||
+      { cat "$work/log" >&2; exit 1; }
+    mkdir -p "$out"
+    cp "$r"/.gen/cdi/*.yaml "$out"/
+    exit 0 ;;
   plugin) args=("${common[@]}" --discovery-mode auto --device-name-strategy uuid
                 --nvidia-cdi-hook-path "/$tools/bin/nvidia-cdi-hook"
                 --vendor k8s.device-plugin.nvidia.com --class gpu) ;;
