@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
@@ -283,13 +284,13 @@ func cdiStage(res *cdi.PatchResult, expect int, wrote []string) StageResult {
 			warnings = append(warnings, f.Code+": "+f.Message)
 		}
 	}
-	verb := "unchanged"
+	subject := res.Spec + " unchanged"
 	switch {
 	case len(st.Reasons) > 0:
 		st.Status = StatusFailed
-		verb = "not patched: nothing written"
+		subject = res.Spec + " not patched: nothing written"
 	case len(wrote) > 0:
-		verb = "re-patched (" + fmt.Sprint(len(wrote)) + " spec(s) written)"
+		subject = "re-patched " + strings.Join(wrote, ", ") // the specs written, which need not include res.Spec
 	}
 	if len(st.Reasons) == 0 && len(warnings) > 0 {
 		st.Status = StatusWarning
@@ -299,7 +300,7 @@ func cdiStage(res *cdi.PatchResult, expect int, wrote []string) StageResult {
 	if res.Graphics != nil {
 		files = len(res.Graphics.Files)
 	}
-	st.Summary = fmt.Sprintf("%s %s, %s, %s checked%s", res.Spec, verb, count(files, "graphics file"), count(expect, "device name"), leftAlone(res))
+	st.Summary = fmt.Sprintf("%s, %s, %s checked%s", subject, count(files, "graphics file"), count(expect, "device name"), leftAlone(res))
 	return st
 }
 

@@ -161,6 +161,10 @@ type Spec struct {
 	// runtime serves it (a DRA per-claim spec, VFIO passthrough); empty
 	// when it patches it.
 	NotPatched string `json:"notPatched,omitempty" yaml:"notPatched,omitempty"`
+
+	// served are the Devices the library resolves to this spec (none of a
+	// later directory's specs declares them).
+	served []string
 }
 
 // View is what the runtime sees in its spec directories.
@@ -405,6 +409,7 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		if r, err := host.Resolve(s.path); err == nil && strings.HasPrefix(r, StorePrefix) {
 			sp.Unpatchable = fmt.Sprintf("it resolves to %s in the read-only Nix store", r)
 		}
+		sp.served = servedNames(winner, sp)
 		v.Specs = append(v.Specs, sp)
 		v.shadowed(winner, sp)
 	}
@@ -423,13 +428,31 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		return a.Path < b.Path
 	})
 	for _, s := range v.Specs {
-		if s.Unpatchable == "" || s.NotPatched != "" {
+		// An unpatchable spec is an error only when a pod can get it: a
+		// spec of a later directory that serves every one of its names
+		// (shadowed-device says so) leaves it unused.
+		if s.Unpatchable == "" || s.NotPatched != "" || len(s.served) == 0 {
 			continue
 		}
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeUnpatchableSpec,
-			Message: fmt.Sprintf("pods asking for %s=%s get %s, which nodeprep cannot patch: %s (generate it into a writable CDI directory, e.g. /var/run/cdi)", s.Kind, firstOr(s.Devices, "…"), s.Path, s.Unpatchable)})
+			Message: fmt.Sprintf("pods asking for %s=%s get %s, which nodeprep cannot patch: %s (generate it into a writable CDI directory, e.g. /var/run/cdi)", s.Kind, s.served[0], s.Path, s.Unpatchable)})
 	}
 	return v, nil
+}
+
+// servedNames are the device names of sp that the CDI library resolves to
+// sp: those no spec of a later directory declares too (the library's
+// priority rule; winner holds, per kind=name, the highest-priority spec
+// that declares it).
+func servedNames(winner map[string]scanned, sp Spec) []string {
+	var out []string
+	for _, name := range sp.Devices {
+		if w, ok := winner[sp.Kind+"="+name]; ok && w.priority > sp.Priority {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // shadowed warns about each of sp's devices that a spec in a later
@@ -484,11 +507,4 @@ func conflictFindings(errs []string) cdi.Findings {
 			Message: fmt.Sprintf("%s and %s declare the same %d device(s) (%s): the CDI library drops every one, so pods asking for them fail with \"unresolvable CDI devices\"; remove one of the files", p.a, p.b, len(names), strings.Join(names, ", "))})
 	}
 	return fs
-}
-
-func firstOr(xs []string, def string) string {
-	if len(xs) == 0 {
-		return def
-	}
-	return xs[0]
 }

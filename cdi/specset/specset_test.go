@@ -250,3 +250,61 @@ func skippedPaths(ss []cdi.SkippedSpec) []string {
 	}
 	return out
 }
+
+// TestUnpatchableShadowed: a spec in the read-only store is an error only
+// when a pod can get it. Shadowed in every name by the generator's spec in
+// a later directory it is never used (a warning says so); once it declares
+// a name no later spec serves, pods asking for that name get it, and the
+// error names that device.
+func TestUnpatchableShadowed(t *testing.T) {
+	t.Parallel()
+	root := testkit.HostTree(t, "nixos-h200")
+	gen, err := os.ReadFile(filepath.Join(root.Dir(), "run/cdi/nvidia-container-toolkit.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(root.Dir(), "nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-static-cdi")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "nvidia.json"), gen, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root.Dir(), "etc/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-static-cdi/nvidia.json", filepath.Join(root.Dir(), "etc/cdi/nvidia.json")); err != nil {
+		t.Fatal(err)
+	}
+	codes := func() []string {
+		t.Helper()
+		v, err := specset.Load(root, []string{"/etc/cdi", "/var/run/cdi"}, cdi.DefaultSpecPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range v.Findings {
+			out = append(out, f.Code+": "+f.Message)
+		}
+		return out
+	}
+	got := codes()
+	if slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, cdi.CodeUnpatchableSpec) }) ||
+		!slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, cdi.CodeShadowedDevice) }) {
+		t.Errorf("a store spec every name of which a later spec serves: %q, want shadowed-device and no unpatchable-spec", got)
+	}
+	// The generator's spec loses a device the store spec still declares.
+	cut := strings.Replace(string(gen), `"name": "7"`, `"name": "seven"`, 1)
+	if cut == string(gen) {
+		t.Fatal(`the generated spec has no device "7"`)
+	}
+	if err := os.WriteFile(filepath.Join(root.Dir(), "run/cdi/nvidia-container-toolkit.json"), []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = codes()
+	if !slices.ContainsFunc(got, func(s string) bool {
+		return strings.HasPrefix(s, cdi.CodeUnpatchableSpec+": pods asking for nvidia.com/gpu=7 get /etc/cdi/nvidia.json")
+	}) {
+		t.Errorf("a store spec that serves nvidia.com/gpu=7: %q, want unpatchable-spec naming that device", got)
+	}
+}

@@ -142,6 +142,9 @@ func gpuLabel(g gpu.GPU) string {
 }
 
 func (h Hints) icd() string {
+	if h.ICDVar != "" && len(h.ICDPaths) == 0 {
+		return fmt.Sprintf("%s is set but empty, which replaces the manifest search with nothing: the loader loads no driver (unset it, or name the manifests)", h.ICDVar)
+	}
 	if h.ICDVar != "" {
 		return fmt.Sprintf("%s=%s replaces the manifest search", h.ICDVar, strings.Join(h.ICDPaths, ":"))
 	}

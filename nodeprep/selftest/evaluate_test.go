@@ -316,6 +316,9 @@ func TestICDSearch(t *testing.T) {
 	}{
 		{"VK_DRIVER_FILES wins", []string{"VK_ICD_FILENAMES=/b.json", "VK_DRIVER_FILES=/a.json:/c.json"}, "VK_DRIVER_FILES", []string{"/a.json", "/c.json"}},
 		{"VK_ICD_FILENAMES", []string{"VK_ICD_FILENAMES=/b.json"}, "VK_ICD_FILENAMES", []string{"/b.json"}},
+		// Set but empty: the loader searches nothing and loads no driver.
+		{"VK_DRIVER_FILES empty", []string{"HOME=/root", "VK_DRIVER_FILES="}, "VK_DRIVER_FILES", nil},
+		{"VK_ICD_FILENAMES empty", []string{"VK_ICD_FILENAMES="}, "VK_ICD_FILENAMES", nil},
 		{"defaults", []string{"HOME=/root"}, "", []string{"/root/.config/vulkan/icd.d", "/etc/xdg/vulkan/icd.d", "/etc/vulkan/icd.d", "/root/.local/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d", "/usr/share/vulkan/icd.d"}},
 		{"NixOS data dirs", []string{"XDG_DATA_DIRS=/run/opengl-driver/share", "XDG_CONFIG_DIRS=/etc/xdg"}, "", []string{"/etc/xdg/vulkan/icd.d", "/etc/vulkan/icd.d", "/run/opengl-driver/share/vulkan/icd.d"}},
 	}

@@ -463,11 +463,15 @@ func decodeStrict(line []byte, v any) error {
 // VK_ICD_FILENAMES, replaces the search (name says which); otherwise
 // $XDG_CONFIG_HOME, $XDG_CONFIG_DIRS, /etc, $XDG_DATA_HOME and
 // $XDG_DATA_DIRS, each with vulkan/icd.d, plus VK_ADD_DRIVER_FILES first.
+// A variable that is set but empty replaces the search too, with nothing:
+// the loader then loads no driver (Debian 12's loader 1.3.239:
+// vkCreateInstance returns VK_ERROR_INCOMPATIBLE_DRIVER with
+// VK_DRIVER_FILES= and lavapipe installed), so paths is empty and name set.
 func ICDSearch(env []string) (name string, paths []string) {
 	get := envLookup(env)
 	for _, v := range []string{"VK_DRIVER_FILES", "VK_ICD_FILENAMES"} {
-		if s := get(v); s != "" {
-			return v, splitList(s)
+		if envSet(env, v) {
+			return v, splitList(get(v))
 		}
 	}
 	paths = splitList(get("VK_ADD_DRIVER_FILES"))
@@ -526,6 +530,17 @@ func envLookup(env []string) func(string) string {
 		}
 	}
 	return func(k string) string { return m[k] }
+}
+
+// envSet reports whether env ("KEY=value" entries) sets key, to any
+// value, the empty one included.
+func envSet(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k == key {
+			return true
+		}
+	}
+	return false
 }
 
 func splitList(s string) []string {

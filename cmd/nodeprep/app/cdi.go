@@ -183,7 +183,7 @@ func (o *cdiPatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		}
 		res = rp.Patch
 		if rp.StatusWritten {
-			g.log.Info("status updated", "file", rp.Report.StatusFile, "verdict", rp.Report.Verdict)
+			g.log.Debug("status updated", "file", rp.Report.StatusFile, "verdict", rp.Report.Verdict)
 		}
 	}
 	quiet := o.changesOnly && !written(res) && res.Findings.Errors() == 0
@@ -365,7 +365,13 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		if len(res.Findings) > 0 {
 			verdict = fmt.Sprintf("%s, %s", count(errs, "error"), count(len(res.Findings)-errs, "warning"))
 		}
-		_, err := fmt.Fprintf(w, "%s: %s\n", res.Spec, verdict)
+		// The count covers every GPU spec judged: say so when there are
+		// others (their findings start with their path).
+		subject := res.Spec
+		if n := len(res.Related); n > 0 {
+			subject += " and " + count(n, "other GPU spec")
+		}
+		_, err := fmt.Fprintf(w, "%s: %s\n", subject, verdict)
 		return err
 	})
 	if err != nil {
