@@ -44,6 +44,13 @@ const (
 	LabelVulkanAdapters = "nodeprep.dev/vulkan-adapters"
 	// LabelSimulated is "true" when the inventory came from --simulate.
 	LabelSimulated = "nodeprep.dev/simulated"
+	// LabelGPUReady is "true" while the node's GPUs pass: up registers
+	// the node with it ("true" with the self-test passed, "false" when it
+	// joins tainted after a failed one), and health keeps it current on
+	// the Node between boots (nodeprep-cluster node-report; the same key
+	// as kubenode.LabelGPUReady, which this package may not import: it
+	// links net/http). GPU workloads require it "true" (cluster render).
+	LabelGPUReady = "nodeprep.dev/gpu-ready"
 )
 
 // The values of LabelSelftest.
@@ -217,6 +224,15 @@ func NodeLabels(inv *gpu.Inventory, opts NodeLabelOptions) ([]k3s.Label, error) 
 	case "":
 	case SelftestPassed, SelftestFailed, SelftestSkipped:
 		m[LabelSelftest] = opts.Selftest
+		// Registered with it, GPU pods schedule at once instead of after
+		// health's first run (the timer's first interval); k3s applies
+		// the drop-in's labels at each start, health the verdict between.
+		switch opts.Selftest {
+		case SelftestPassed:
+			m[LabelGPUReady] = "true"
+		case SelftestFailed:
+			m[LabelGPUReady] = "false"
+		}
 	default:
 		return nil, fault.Malformed(fmt.Errorf("node labels: self-test verdict %q: want passed, failed or skipped", opts.Selftest))
 	}
@@ -278,13 +294,15 @@ func checkUserLabels(labels []k3s.Label, gfd bool, derived map[string]string) er
 // DerivedLabelSource names what nodeprep derives the label key from ("the
 // self-test", "the inventory"), or returns "" for a key it does not derive:
 // its own nodeprep.dev/ keys (LabelSelftest, LabelVulkanAdapters,
-// LabelSimulated) always, and, when gfd is set, GFD's nvidia.com/gpu.*,
+// LabelGPUReady, LabelSimulated) always, and, when gfd is set, GFD's nvidia.com/gpu.*,
 // nvidia.com/cuda.*, nvidia.com/mig.* and nvidia.com/mig-* keys (GFD's
 // labelers; MIGLabels), which then come from NVML.
 func DerivedLabelSource(key string, gfd bool) string {
 	switch key {
 	case LabelSelftest, LabelVulkanAdapters:
 		return "the self-test"
+	case LabelGPUReady:
+		return "the self-test and nodeprep health"
 	case LabelSimulated:
 		return "the inventory (--simulate)"
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
 )
 
@@ -163,6 +164,7 @@ func TestNodeLabels(t *testing.T) {
 	m := labelMap(ls)
 	for k, v := range map[string]string{
 		"nodeprep.dev/selftest":        "passed",
+		"nodeprep.dev/gpu-ready":       "true",
 		"nodeprep.dev/vulkan-adapters": "3",
 		"nodeprep.dev/site":            "lab-2",
 		"site":                         "lab",
@@ -177,6 +179,20 @@ func TestNodeLabels(t *testing.T) {
 	ls, err = NodeLabels(handInventory(), NodeLabelOptions{})
 	if err != nil || len(ls) != 0 {
 		t.Errorf("NodeLabels with nothing asked = %v, %v", ls, err)
+	}
+	// The node registers with the ready label its self-test gives: false
+	// when it joins tainted after a failed one, none when none ran.
+	for verdict, want := range map[string]string{SelftestFailed: "false", SelftestSkipped: "", "": ""} {
+		ls, err := NodeLabels(handInventory(), NodeLabelOptions{Selftest: verdict})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := labelMap(ls)[LabelGPUReady]; got != want {
+			t.Errorf("self-test %q: %s = %q, want %q", verdict, LabelGPUReady, got, want)
+		}
+	}
+	if LabelGPUReady != kubenode.LabelGPUReady {
+		t.Errorf("LabelGPUReady = %q, health reports %q", LabelGPUReady, kubenode.LabelGPUReady)
 	}
 	if _, err := NodeLabels(nil, NodeLabelOptions{Selftest: "maybe"}); !errors.Is(err, fault.ErrMalformed) {
 		t.Errorf("bad self-test verdict: %v, want malformed", err)
