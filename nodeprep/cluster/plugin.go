@@ -115,7 +115,7 @@ func (c *checker) devicePlugin(ps *corev1.PodSpec, s pluginSettings) []Cell {
 	for _, ls := range strings.Split(s.listStrategy, ",") {
 		switch strings.TrimSpace(ls) {
 		case ListStrategyCDIAnnotations, ListStrategyCDICRI:
-			why = append(why, fmt.Sprintf("deviceListStrategy %s makes pods get the plugin's own CDI spec (kind k8s.device-plugin.nvidia.com/gpu), which the plugin rewrites without Vulkan or EGL mounts whenever it starts, after nodeprep patched it at boot", ls))
+			why = append(why, fmt.Sprintf("deviceListStrategy %s makes pods get the plugin's own CDI spec (kind k8s.device-plugin.nvidia.com/gpu), which the plugin rewrites without Vulkan or EGL mounts whenever it starts: nodeprep's re-patch on write (the NixOS path unit, nodeprep cdi watch) patches it again, but a pod created before that pass ends (tens of milliseconds after each plugin start; for good on a node that runs no re-patch) gets no Vulkan or EGL", ls))
 			fixes = append(fixes, fmt.Sprintf("set deviceListStrategy: envvar with runtimeClassName: %s, so the NVIDIA runtime resolves devices from the spec nodeprep patches at boot (kind nvidia.com/gpu)", PatchedRuntimeClass))
 		}
 	}
