@@ -38,6 +38,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/tomldepth"
 )
 
 // Finding codes (cdi.Finding.Code) of this package.
@@ -131,6 +132,9 @@ func Parse(name string, data []byte) (*Config, error) {
 		Version int64                     `toml:"version"`
 		Plugins map[string]toml.Primitive `toml:"plugins"`
 	}
+	if err := tomldepth.Check(data); err != nil { // before the decoder, which would overflow the stack
+		return nil, fault.Malformed(fmt.Errorf("reading containerd config %q: %w", name, err))
+	}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
 	if err != nil {
 		return nil, fault.Malformed(fmt.Errorf("reading containerd config %q: %w", name, err))
@@ -173,7 +177,8 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // templateAction matches a Go template action; Load drops them to read a
 // template that has not been rendered yet.
-var templateAction = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{.*?\}\}`) })
+// Actions and comments may span lines (text/template, since Go 1.16).
+var templateAction = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)\{\{.*?\}\}`) })
 
 // Report is what Check found.
 type Report struct {

@@ -118,7 +118,9 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"version = \"x\"\n", "[plugins\n", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\nenable_cdi = \"yes\"\n"} {
+	// A config nested 2 million arrays deep overflowed the decoder's stack
+	// (a fatal error, every command down); it is malformed like any other.
+	for _, bad := range []string{"version = 3\na = " + strings.Repeat("[", 2_000_000), "version = \"x\"\n", "[plugins\n", "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\nenable_cdi = \"yes\"\n"} {
 		if _, err := Parse("/c.toml", []byte(bad)); !errors.Is(err, fault.ErrMalformed) {
 			t.Errorf("%q: err %v, want malformed", bad, err)
 		}

@@ -53,13 +53,17 @@ var versionX = sync.OnceValue(func() *regexp.Regexp {
 // github.com/containerd/containerd(/v2) module it was built from (the
 // main module or a dependency, a replacement's version first, as k3s
 // replaces it with its fork). Errors: the file is missing
-// (fs.ErrNotExist), not a Go binary, or names no containerd version.
+// (fs.ErrNotExist), not a regular file (hostfs.ErrNotRegular: a FIFO, a
+// directory), not a Go binary, or names no containerd version.
 func ReadInstalled(root *hostfs.Root, binary string) (*Installed, error) {
-	p, err := root.Path(binary)
+	// Opened without blocking and only when it is a regular file: a FIFO
+	// in its place must not hang a boot.
+	f, err := root.OpenRegular(binary)
 	if err != nil {
 		return nil, fmt.Errorf("reading containerd's version from %s: %w", binary, err)
 	}
-	bi, err := buildinfo.ReadFile(p)
+	defer f.Close()
+	bi, err := buildinfo.Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("reading containerd's version from %s: %w", binary, err)
 	}

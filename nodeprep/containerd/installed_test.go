@@ -3,6 +3,7 @@ package containerd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,5 +181,48 @@ func TestTemplateOnBase(t *testing.T) {
 		if rep.Config == nil || rep.Config.Version != tc.version || rep.Findings.Errors() != 0 {
 			t.Errorf("%s: config %+v, findings %v", tc.name, rep.Config, rep.Findings)
 		}
+	}
+}
+
+// TestTemplateMultilineAction: a template whose actions and comments span
+// lines, as text/template accepts, is read with them dropped.
+func TestTemplateMultilineAction(t *testing.T) {
+	host, err := hostfs.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(host.Dir(), dataDir, configDir, tmplV3)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte("{{ template \"base\" . }}\n{{/* a\nmultiline comment */}}\n{{- if\n  .NodeConfig }}\n{{ end }}\n"), 0o644)
+	rep, err := Check(host, Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Config == nil || rep.Config.Version != 3 || rep.Findings.Errors() != 0 {
+		t.Errorf("config %+v, findings %v", rep.Config, rep.Findings)
+	}
+}
+
+// TestReadInstalledFIFO: a FIFO where k3s keeps containerd's binary is
+// refused at once, not opened with a read that blocks for ever.
+func TestReadInstalledFIFO(t *testing.T) {
+	host, err := hostfs.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(host.Dir(), BinaryPath(dataDir))
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadInstalled(host, BinaryPath(dataDir)); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, hostfs.ErrNotRegular) {
+			t.Errorf("ReadInstalled of a FIFO: %v, want ErrNotRegular", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("ReadInstalled blocked on a FIFO")
 	}
 }

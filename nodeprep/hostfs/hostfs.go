@@ -167,26 +167,52 @@ func (r *Root) ReadFileLimit(hostPath string, limit int64) ([]byte, error) {
 // over limit bytes.
 func ReadRegularFile(path string, limit int64) ([]byte, error) { return readRegular(path, limit) }
 
-// readRegular reads the regular file at path, of at most limit bytes
-// (also when it grows while it is read).
-func readRegular(path string, limit int64) ([]byte, error) {
+// OpenRegular opens the regular file hostPath names for reading, following
+// symlinks inside the root, without blocking: a FIFO, device, socket or
+// directory gives an error wrapping ErrNotRegular, so a reader that needs
+// a file handle (debug/buildinfo on a binary) cannot hang on a FIFO. The
+// caller closes the file.
+func (r *Root) OpenRegular(hostPath string) (*os.File, error) {
+	p, err := r.Path(hostPath)
+	if err != nil {
+		return nil, err
+	}
+	f, _, err := openRegular(p)
+	return f, err
+}
+
+// openRegular opens the regular file at path without blocking and
+// returns it with its Stat.
+func openRegular(path string) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ENXIO) { // a socket cannot be opened at all
 		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
+			return nil, nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
 		}
 	}
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
+	}
+	return f, st, nil
+}
+
+// readRegular reads the regular file at path, of at most limit bytes
+// (also when it grows while it is read).
+func readRegular(path string, limit int64) ([]byte, error) {
+	f, st, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
-	}
 	if st.Size() > limit {
 		return nil, tooLarge(path, st.Size(), limit)
 	}

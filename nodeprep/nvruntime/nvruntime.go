@@ -48,6 +48,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/tomldepth"
 )
 
 // DefaultPath is where the NVIDIA container runtime reads its config.
@@ -126,6 +127,9 @@ func Parse(name string, data []byte) (*Config, error) {
 				} `toml:"cdi"`
 			} `toml:"modes"`
 		} `toml:"nvidia-container-runtime"`
+	}
+	if err := tomldepth.Check(data); err != nil { // before the decoder, which would overflow the stack
+		return nil, fault.Malformed(fmt.Errorf("reading NVIDIA container runtime config %q: %w", name, err))
 	}
 	if _, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw); err != nil {
 		return nil, fault.Malformed(fmt.Errorf("reading NVIDIA container runtime config %q: %w", name, err))

@@ -3,6 +3,7 @@ package nvruntime_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -36,6 +37,8 @@ mount-spec-path = "/x"
 		}},
 		{name: "unknown keys are ignored, as the runtime ignores them", toml: "[nvidia-container-cli]\nldconfig = \"@/sbin/ldconfig\"\n[features]\nx = true\n"},
 		{name: "not TOML", toml: "[nvidia-container-runtime\n", bad: true},
+		// The decoder would overflow its stack (a fatal error) on this.
+		{name: "nested 2 million deep", toml: "a = " + strings.Repeat("[", 2_000_000), bad: true},
 		{name: "mode of the wrong type", toml: "[nvidia-container-runtime]\nmode = 3\n", bad: true},
 		{name: "spec-dirs of the wrong type", toml: "[nvidia-container-runtime.modes.cdi]\nspec-dirs = \"/etc/cdi\"\n", bad: true},
 	}

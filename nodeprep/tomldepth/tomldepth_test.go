@@ -1,0 +1,56 @@
+package tomldepth
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	deep := func(n int) string { return "a = " + strings.Repeat("[", n) + strings.Repeat("]", n) + "\n" }
+	tests := []struct {
+		name, doc string
+		ok        bool
+	}{
+		{"containerd config", "version = 3\n[plugins.'io.containerd.cri.v1.runtime']\n  cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  SystemdCgroup = true\n", true},
+		{"at the limit", deep(MaxDepth), true},
+		{"one deeper", deep(MaxDepth + 1), false},
+		{"two million", "version = 3\na = " + strings.Repeat("[", 2_000_000), false},
+		{"inline tables", "a = " + strings.Repeat("{b = ", MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), false},
+		{"brackets in a basic string", "a = \"" + strings.Repeat("[", 1000) + "\"\n", true},
+		{"an escaped quote", "a = \"\\\"" + strings.Repeat("[", 1000) + "\"\n", true},
+		{"brackets in a literal string", "a = '" + strings.Repeat("{", 1000) + "'\n", true},
+		{"brackets in a multi-line string", "a = \"\"\"\n" + strings.Repeat("[", 1000) + "\n\"\"\"\n", true},
+		{"brackets in a multi-line literal", "a = '''" + strings.Repeat("[", 1000) + "'''\n", true},
+		{"brackets in a comment", "# " + strings.Repeat("[", 1000) + "\na = 1\n", true},
+		{"deep after a string", "a = \"x\"\nb = " + strings.Repeat("[", MaxDepth+1), false},
+		{"deep after a comment", "# x\nb = " + strings.Repeat("[", MaxDepth+1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := Check([]byte(tt.doc)); (err == nil) != tt.ok {
+				t.Errorf("Check = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzCheck: Check never panics, and a document it accepts decodes
+// without overflowing the stack (the decoder may refuse it: that is its
+// error to report).
+func FuzzCheck(f *testing.F) {
+	f.Add([]byte("version = 3\n[plugins]\na = [[1], {b = 2}]\n"))
+	f.Add([]byte("a = \"\"\"[[[\"\"\"\nb = '''{{{'''\n# [[[\n"))
+	f.Add([]byte(strings.Repeat("[", 100)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if Check(data) != nil {
+			return
+		}
+		var v map[string]any
+		_, _ = toml.NewDecoder(bytes.NewReader(data)).Decode(&v)
+	})
+}
