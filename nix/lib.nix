@@ -537,7 +537,12 @@ rec {
             defaultTaint = false;
           }
           // (if o.k3sConfigPath != null then { k3sConfig = toString o.k3sConfigPath; } else { })
-          // (if o.k3sEnvironmentFile != null then { k3sEnvironmentFile = toString o.k3sEnvironmentFile; } else { });
+          // (if o.k3sEnvironmentFile != null then { k3sEnvironmentFile = toString o.k3sEnvironmentFile; } else { })
+          # The k3s arguments the module knows (role, data-dir, config,
+          # endpoint, node labels and taints; secrets dropped), also for
+          # health, cdi check and cdi patch, which get no --k3s-arg: every
+          # command judges the k3s that runs (`up` gets them as flags too).
+          // (if k3sArgs o != [ ] then { k3sArgs = k3sArgs o; } else { });
         up = {
           onSelftestFailure = o.onSelftestFailure;
         };

@@ -252,6 +252,19 @@ let
       ];
     }
     {
+      name = "mkConfig: the k3s arguments go to join.k3sArgs, so health and cdi check judge the k3s up does";
+      got = (lib.mkConfig {
+        k3sRole = "server";
+        k3sExtraFlags = [ "--data-dir=/data/k3s" "--token s3cret" ];
+      }).join.k3sArgs;
+      want = [ "server" "--data-dir=/data/k3s" ];
+    }
+    {
+      name = "mkConfig: no k3s arguments, no join.k3sArgs";
+      got = (lib.mkConfig { }).join ? k3sArgs;
+      want = false;
+    }
+    {
       name = "execArgs: k3s extraFlags as one string";
       got = lib.execArgs (
         base // { k3sExtraFlags = "--server https://k:6443  --node-label=a=b\n--node-taint c=d:NoSchedule"; }

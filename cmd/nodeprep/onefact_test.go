@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/testkit"
@@ -42,18 +43,60 @@ func TestOneFactOneVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	write := func(path, content string) func(t *testing.T, root string) {
+		return func(t *testing.T, root string) {
+			p := filepath.Join(root, path)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	both := func(fs ...func(t *testing.T, root string)) func(t *testing.T, root string) {
+		return func(t *testing.T, root string) {
+			for _, f := range fs {
+				f(t, root)
+			}
+		}
+	}
+	ctdConfig := "var/lib/rancher/k3s/agent/etc/containerd/config.toml"
 	tests := []struct {
-		fact  string
-		apply func(t *testing.T, root string)
-		fails string // the finding code every command names; "" = all pass
-		spec  bool   // a fact of the specs (cdi patch exits 1), not of containerd
+		fact   string
+		apply  func(t *testing.T, root string)
+		fails  string // what every command names; "" = all pass
+		spec   bool   // a fact of the specs (cdi patch exits 1), not of containerd
+		upCode int    // up's exit status when not 1 (65: malformed input)
 	}{
-		{"containerd 2 with CDI off", overlay("k3s-containerd-cdi-off"), "containerd-cdi-disabled", false},
-		{"containerd 1.7 whose default is CDI off", overlay("k3s-containerd-v2-default"), "containerd-cdi-disabled", false},
-		{"the spec's directory not in cdi_spec_dirs", overlay("k3s-containerd-spec-dir"), "containerd-spec-dir", false},
-		{"only the nvidia handler, mode auto", overlay("nvruntime-auto-only"), "pod-path-bypass", false},
-		{"the nvidia-cdi handler serves the spec", overlay("k3s-containerd-ok"), "", false},
-		{"the device plugin's spec in the read-only store", storePlugin, "unpatchable-spec", true},
+		{"containerd 2 with CDI off", overlay("k3s-containerd-cdi-off"), "containerd-cdi-disabled", false, 0},
+		{"containerd 1.7 whose default is CDI off", overlay("k3s-containerd-v2-default"), "containerd-cdi-disabled", false, 0},
+		{"the spec's directory not in cdi_spec_dirs", overlay("k3s-containerd-spec-dir"), "containerd-spec-dir", false, 0},
+		{"only the nvidia handler, mode auto", overlay("nvruntime-auto-only"), "pod-path-bypass", false, 0},
+		{"the nvidia-cdi handler serves the spec", overlay("k3s-containerd-ok"), "", false, 0},
+		{"the device plugin's spec in the read-only store", storePlugin, "unpatchable-spec", true, 0},
+		// Bad inputs (a breaker's): k3s would not start, so its containerd
+		// serves nothing; up refuses the input (65), the others are not ready.
+		{"a k3s config k3s refuses", write("etc/rancher/k3s/config.yaml", "node-label: [a\n\t bad"), "k3s would not start", false, 65},
+		{"a data-dir that is a symlink loop", both(write("etc/rancher/k3s/config.yaml", "data-dir: /srv/loop\n"), func(t *testing.T, root string) {
+			if err := os.MkdirAll(filepath.Join(root, "srv"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("loop", filepath.Join(root, "srv/loop")); err != nil {
+				t.Fatal(err)
+			}
+		}), "too many levels of symbolic links", false, 0},
+		{"a containerd config nested 2 million arrays deep", both(overlay("k3s-containerd-ok"), write(ctdConfig, "version = 3\na = "+strings.Repeat("[", 2_000_000))),
+			"nested more than 64 deep", false, 0},
+		{"a FIFO where k3s keeps containerd's binary", both(overlay("k3s-containerd-ok"), func(t *testing.T, root string) {
+			p := filepath.Join(root, "var/lib/rancher/k3s/data/current/bin/containerd")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}), "", false, 0},
 	}
 	generated, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "nixos-h200"), "run/cdi/nvidia-container-toolkit.json"))
 	if err != nil {
@@ -78,6 +121,9 @@ func TestOneFactOneVerdict(t *testing.T) {
 				{"up", []string{"up", "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom}, true},
 			} {
 				code := want
+				if c.name == "up" && tt.upCode != 0 {
+					code = tt.upCode
+				}
 				if c.name == "cdi patch" {
 					// The generator rewrote its spec since: the re-patch
 					// writes it, so it rewrites the status too.

@@ -1,6 +1,10 @@
 package app
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi"
@@ -12,19 +16,27 @@ import (
 // runtimeFindings judges the containerd config k3s uses, and the path a GPU
 // pod takes through its runtime handlers (nodeprep.PodPaths), against the
 // spec `cdi check` checks, with k3s located from the config file's join
-// section and the environment (as `join` would without flags). Nothing is
-// reported when k3s's data-dir does not exist (no k3s on this host); a
-// k3s configuration that cannot be read is a warning.
+// section (join.k3sArgs: the NixOS module writes the k3s arguments there)
+// and the environment (as `join` would without flags). Nothing is
+// reported when k3s's data-dir does not exist (no k3s on this host). A
+// k3s configuration k3s would refuse is an error, as `up` refuses it
+// (exit 65): k3s does not start with it, so its containerd serves no pod;
+// so is a data-dir that cannot be looked at (a symlink loop, no
+// permission), which is not "no k3s".
 func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	js, err := (&joinFlags{}).resolve(g, pflag.NewFlagSet("k3s", pflag.ContinueOnError))
 	if err != nil {
-		return cdi.Findings{{Severity: cdi.SeverityWarning, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
 	}
 	view, err := k3s.Read(g.host, js.opts)
 	if err != nil {
-		return cdi.Findings{{Severity: cdi.SeverityWarning, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
 	}
-	if !g.host.Exists(view.DataDir) && view.Effective.ContainerRuntimeEndpoint == nil {
+	present, err := k3sPresent(g, view.DataDir)
+	if err != nil {
+		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
+	}
+	if !present && view.Effective.ContainerRuntimeEndpoint == nil {
 		return nil
 	}
 	findings, err := nodeprep.RuntimeFindings(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
@@ -39,6 +51,20 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 // the same facts, by the same code, as cdi check.
 func runtimeJudge(g *globals, opts cdi.FileOptions) func() cdi.Findings {
 	return func() cdi.Findings { return runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot) }
+}
+
+// k3sPresent reports whether k3s's data-dir exists: false only when it
+// does not (fs.ErrNotExist); any other error looking at it (a symlink
+// loop, no permission) is returned, naming it.
+func k3sPresent(g *globals, dataDir string) (bool, error) {
+	_, err := g.host.Stat(dataDir)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("k3s's data-dir %s: %w", dataDir, err)
 }
 
 // runtimeSpecDirs are the CDI spec directories of the containerd k3s runs
