@@ -124,7 +124,7 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	}
 	st := cdiStage(res.Patch, expect, res.Wrote)
 	if opts.Runtime != nil {
-		foldRuntime(&st, opts.Runtime(), opts.Log)
+		foldRuntime(&st, res.Patch.Findings.Errors(), opts.Runtime(), opts.Log)
 	}
 	st.DurationMS = ms(opts.Now().Sub(start))
 	rep := rejudge(prev, st, opts, start)
@@ -206,7 +206,7 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 	}
 	runtimeErr := ""
 	if runtime != nil {
-		runtimeErr = foldRuntime(&judged, runtime(), u.opts.Log)
+		runtimeErr = foldRuntime(&judged, res.Findings.Errors(), runtime(), u.opts.Log)
 	}
 	st.Status, st.Summary, st.Reasons = judged.Status, judged.Summary, judged.Reasons
 	switch {
@@ -223,12 +223,13 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 // foldRuntime judges the findings of the runtime k3s runs (containerd's
 // config, the pod path through its runtime handlers: RuntimeFindings, as
 // `cdi check` reports them) in the cdi stage st, as `up` judges them in
-// its join stage: an error fails the stage (its reasons first), a warning
+// its join stage: an error fails the stage (its reasons after the first
+// specErrs of st's, the specs' own errors, and before the warnings), a warning
 // makes it a warning, and containerd.CodeNotWritten (k3s has not rendered
 // its config yet: nothing to judge) is logged only. One fact, one verdict:
 // `cdi check`, `up`, `health` and a re-patch agree. It returns the first
 // error's reason, "" for none.
-func foldRuntime(st *StageResult, fs cdi.Findings, log *slog.Logger) string {
+func foldRuntime(st *StageResult, specErrs int, fs cdi.Findings, log *slog.Logger) string {
 	var errs, warns []string
 	for _, f := range fs {
 		switch {
@@ -243,7 +244,13 @@ func foldRuntime(st *StageResult, fs cdi.Findings, log *slog.Logger) string {
 	if len(errs) == 0 && len(warns) == 0 {
 		return ""
 	}
-	st.Reasons = append(append(errs, st.Reasons...), warns...)
+	// The specs' own errors first (up's cdi stage stops on them before its
+	// join stage judges the runtime, so that is the reason up gives),
+	// then the runtime's, then every warning.
+	specErrs = min(specErrs, len(st.Reasons))
+	reasons := append(slices.Clone(st.Reasons[:specErrs]), errs...)
+	reasons = append(reasons, st.Reasons[specErrs:]...)
+	st.Reasons = append(reasons, warns...)
 	switch {
 	case len(errs) > 0:
 		st.Status = StatusFailed

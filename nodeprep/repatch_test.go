@@ -309,21 +309,26 @@ func TestFoldRuntime(t *testing.T) {
 	tests := []struct {
 		name        string
 		start       StageResult
+		specErrs    int
 		fs          cdi.Findings
 		wantStatus  string
 		wantFirst   string
 		wantReasons []string
 	}{
-		{"nothing", StageResult{Status: StatusOK}, nil, StatusOK, "", nil},
-		{"not written", StageResult{Status: StatusOK}, cdi.Findings{notWritten}, StatusOK, "", nil},
-		{"warning", StageResult{Status: StatusOK}, cdi.Findings{warnF}, StatusWarning, "", []string{"pod-path-bypass: nvidia"}},
-		{"error before the stage's warnings", StageResult{Status: StatusWarning, Reasons: []string{"missing-all-device: x"}}, cdi.Findings{warnF, errF},
+		{"nothing", StageResult{Status: StatusOK}, 0, nil, StatusOK, "", nil},
+		{"not written", StageResult{Status: StatusOK}, 0, cdi.Findings{notWritten}, StatusOK, "", nil},
+		{"warning", StageResult{Status: StatusOK}, 0, cdi.Findings{warnF}, StatusWarning, "", []string{"pod-path-bypass: nvidia"}},
+		{"error before the stage's warnings", StageResult{Status: StatusWarning, Reasons: []string{"missing-all-device: x"}}, 0, cdi.Findings{warnF, errF},
 			StatusFailed, "containerd-cdi-disabled: off", []string{"containerd-cdi-disabled: off", "missing-all-device: x", "pod-path-bypass: nvidia"}},
+		// up stops on the specs' errors before it judges the runtime: they
+		// come first, so every command names the same first reason.
+		{"after the specs' errors", StageResult{Status: StatusFailed, Reasons: []string{"unpatchable-spec: s", "missing-all-device: x"}}, 1, cdi.Findings{errF},
+			StatusFailed, "containerd-cdi-disabled: off", []string{"unpatchable-spec: s", "containerd-cdi-disabled: off", "missing-all-device: x"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := tt.start
-			first := foldRuntime(&st, tt.fs, slog.New(slog.DiscardHandler))
+			first := foldRuntime(&st, tt.specErrs, tt.fs, slog.New(slog.DiscardHandler))
 			if st.Status != tt.wantStatus || first != tt.wantFirst || !slices.Equal(st.Reasons, tt.wantReasons) {
 				t.Errorf("got %s %q %q, want %s %q %q", st.Status, first, st.Reasons, tt.wantStatus, tt.wantFirst, tt.wantReasons)
 			}

@@ -427,6 +427,14 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		}
 		return a.Path < b.Path
 	})
+	// A claim spec's devices come with the base spec's: say so only when
+	// the view has a base spec nodeprep patches.
+	base := slices.ContainsFunc(v.Specs, func(s Spec) bool { return s.Role == RoleDRA && s.Unpatchable == "" })
+	for i, s := range v.Specs {
+		if s.Role == RoleDRAClaim && !base {
+			v.Specs[i].NotPatched = "a DRA per-claim spec: it carries only the claim's settings, and its devices come with " + DRAVendor + "/device from the DRA driver's base spec, which is not in the runtime's view (or the CDI library refuses it, or it cannot be patched): pods with this claim get no GPU until the driver writes it"
+		}
+	}
 	for _, s := range v.Specs {
 		// An unpatchable spec is an error only when a pod can get it: a
 		// spec of a later directory that serves every one of its names

@@ -308,3 +308,35 @@ func TestUnpatchableShadowed(t *testing.T) {
 		t.Errorf("a store spec that serves nvidia.com/gpu=7: %q, want unpatchable-spec naming that device", got)
 	}
 }
+
+// TestClaimWithoutBase: a DRA claim spec is left as it is because its
+// devices come with the base spec's; when the view has no base spec (the
+// driver has not written it, or the library refuses it), the reason says
+// that pods with the claim get no GPU instead of calling the base patched.
+func TestClaimWithoutBase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		spoil func(path string) error
+	}{
+		{"no base spec", os.Remove},
+		{"a base spec the library refuses", func(p string) error {
+			return os.WriteFile(p, []byte("cdiVersion: 0.3.0\nkind: k8s.gpu.nvidia.com/device\ndevices: {\n"), 0o644)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := testkit.HostTree(t, "dra-driver")
+			if err := tc.spoil(filepath.Join(root.Dir(), "run/cdi/k8s.gpu.nvidia.com-device_base.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			res, err := specset.Check(root, h200Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Skipped) != 2 || !strings.Contains(res.Skipped[0].Reason, "not in the runtime's view") || strings.Contains(res.Skipped[0].Reason, "which is patched") {
+				t.Errorf("skipped = %+v", res.Skipped)
+			}
+		})
+	}
+}

@@ -75,6 +75,9 @@ func TestOneFactOneVerdict(t *testing.T) {
 		{"only the nvidia handler, mode auto", overlay("nvruntime-auto-only"), "pod-path-bypass", false, 0},
 		{"the nvidia-cdi handler serves the spec", overlay("k3s-containerd-ok"), "", false, 0},
 		{"the device plugin's spec in the read-only store", storePlugin, "unpatchable-spec", true, 0},
+		// Two faults at once: every command names the specs' first, as up,
+		// which stops at its cdi stage, does.
+		{"CDI off and the plugin's spec in the store", both(overlay("k3s-containerd-cdi-off"), storePlugin), "unpatchable-spec", true, 0},
 		// Bad inputs (a breaker's): k3s would not start, so its containerd
 		// serves nothing; up refuses the input (65), the others are not ready.
 		{"a k3s config k3s refuses", write("etc/rancher/k3s/config.yaml", "node-label: [a\n\t bad"), "k3s would not start", false, 65},

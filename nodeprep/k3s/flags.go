@@ -284,7 +284,7 @@ func undefinedHint(name, role string) string {
 	}
 	if role == RoleAgent {
 		if _, ok := serverFlags()[name]; ok {
-			hint += "; it is a `k3s server` option: k3s skips unknown keys only for `k3s server`, so keep server options out of an agent's config files"
+			hint += "; it is a `k3s server` option: k3s skips unknown keys only for `k3s server`, so keep server options out of an agent's config files; if this node runs k3s server, say so: --k3s-arg=server, or join.k3sArgs: [server] in nodeprep's config (the NixOS module writes it for services.k3s.role = \"server\")"
 		}
 	}
 	return hint
