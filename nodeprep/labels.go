@@ -269,11 +269,13 @@ func CheckUserLabels(labels []k3s.Label, gfd bool) error {
 // checkUserLabels is CheckUserLabels quoting the derived values in derived.
 func checkUserLabels(labels []k3s.Label, gfd bool, derived map[string]string) error {
 	var refused []error
+	gfdKey := false
 	for _, l := range labels {
 		src := DerivedLabelSource(l.Key, gfd)
 		if src == "" {
 			continue
 		}
+		gfdKey = gfdKey || DerivedLabelSource(l.Key, false) == "" // one only the GFD labels derive
 		now := ""
 		if v, ok := derived[l.Key]; ok {
 			now = fmt.Sprintf(" (%q on this node)", v)
@@ -285,7 +287,7 @@ func checkUserLabels(labels []k3s.Label, gfd bool, derived map[string]string) er
 	if len(refused) == 0 {
 		return nil
 	}
-	if gfd {
+	if gfdKey {
 		refused = append(refused, errors.New("drop the label, or turn off the GFD labels (--gfd-labels=false) when GPU Feature Discovery owns the nvidia.com/ labels"))
 	}
 	return fault.Malformed(errors.Join(refused...))

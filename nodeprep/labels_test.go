@@ -273,6 +273,7 @@ func TestNodeLabelsRefuseDerivedKeys(t *testing.T) {
 		{"nodeprep.dev/simulated=false", false, "--simulate"},
 		{"nvidia.com/gpu.count=99", false, ""},
 		{"nodeprep.dev/rack=r1", true, ""},
+		{"nodeprep.dev/gpu-ready=true", true, `nodeprep derives nodeprep.dev/gpu-ready from the self-test and nodeprep health ("false" on this node)`},
 	}
 	for _, tt := range tests {
 		extra, err := k3s.ParseLabels([]string{tt.label})
@@ -287,6 +288,9 @@ func TestNodeLabelsRefuseDerivedKeys(t *testing.T) {
 			t.Errorf("%s (gfd %v): labels %v", tt.label, tt.gfd, ls)
 		case tt.want != "" && (!errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s (gfd %v): %v, want malformed naming %q", tt.label, tt.gfd, err, tt.want)
+		case err != nil && strings.HasPrefix(tt.label, "nodeprep.dev/") && strings.Contains(err.Error(), "--gfd-labels"):
+			// Turning off the GFD labels does nothing for nodeprep's own.
+			t.Errorf("%s (gfd %v): %v suggests --gfd-labels=false for a label GFD does not make", tt.label, tt.gfd, err)
 		}
 	}
 }
