@@ -154,6 +154,7 @@ p_bigicd() { local f; f=$1$(readlink "$1/run/opengl-driver")/share/vulkan/icd.d/
 p_bigcontainerd() { mkdir -p "$1/var/lib/rancher/k3s/agent/etc/containerd"; truncate -s 1G "$1/var/lib/rancher/k3s/agent/etc/containerd/config.toml"; }
 p_dropinfile() { mkdir -p "$1/etc/rancher/k3s"; echo x >"$1/etc/rancher/k3s/config.yaml.d"; }
 p_deepcontainerd() { mkdir -p "$1/var/lib/rancher/k3s/agent/etc/containerd"; { printf 'version = 3\na = '; head -c 2000000 /dev/zero | tr '\0' '['; } >"$1/var/lib/rancher/k3s/agent/etc/containerd/config.toml"; }
+p_dottedcontainerd() { mkdir -p "$1/var/lib/rancher/k3s/agent/etc/containerd"; { printf 'version = 3\nx'; for _ in $(seq 20000); do printf .a; done; echo ' = 1'; } >"$1/var/lib/rancher/k3s/agent/etc/containerd/config.toml"; }
 p_fifocontainerd() { "$bin" --root "$1" cdi patch >/dev/null; p_deepcontainerd "$1"; echo 'version = 3' >"$1/var/lib/rancher/k3s/agent/etc/containerd/config.toml"; mkdir -p "$1/var/lib/rancher/k3s/data/current/bin"; mkfifo "$1/var/lib/rancher/k3s/data/current/bin/containerd"; }
 
 hosttable() {
@@ -181,6 +182,7 @@ hosttable() {
   PICK='containerd-bad-config' hrun "1 GiB sparse containerd config.toml (cdi check)" p_bigcontainerd -- cdi check --simulate dgx-h200
   hrun "config.yaml.d is a regular file (join)" p_dropinfile -- join --simulate dgx-h200
   PICK='containerd-bad-config' hrun "containerd config.toml nested 2,000,000 arrays deep (cdi check)" p_deepcontainerd -- cdi check --simulate dgx-h200
+  PICK='containerd-bad-config' hrun "containerd config.toml with a 20,000-part dotted key, 40 KB (cdi check)" p_dottedcontainerd -- cdi check --simulate dgx-h200
   PICK='/var/run/cdi/nvidia-container-toolkit.json: ' hrun "FIFO where k3s keeps containerd's binary (patched spec; cdi check)" p_fifocontainerd -- cdi check --simulate dgx-h200
   mountpoint -q "$work/hroot/run/nodeprep" 2>/dev/null && umount "$work/hroot/run/nodeprep"
   mountpoint -q "$work/hroot/var/lib/node_exporter" 2>/dev/null && umount "$work/hroot/var/lib/node_exporter"
