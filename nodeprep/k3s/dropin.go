@@ -62,6 +62,13 @@ type Options struct {
 	// AllowOverride turns a later drop-in or argument that replaces
 	// nodeprep's entries from an error into a warning.
 	AllowOverride bool
+	// Reserved, when set, names what nodeprep derives a label key from
+	// ("the self-test"), or returns "" for a key it does not derive
+	// (nodeprep.DerivedLabelSource): a node-label entry of k3s's own files
+	// or arguments with such a key is a conflict, as an override is, since
+	// it would register the node with nodeprep's verdict without nodeprep's
+	// check (nodeprep.dev/gpu-ready=true by hand, say).
+	Reserved func(key string) string
 	// RequireUnregistered turns "the node has already registered" from a
 	// warning into an error.
 	RequireUnregistered bool
@@ -218,6 +225,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	}
 	conflicts := conflicts(eff, r.DropInPath, labels, taints, &r.Warnings)
 	conflicts = append(conflicts, kubeletArgConflicts(eff, labels, taints, &r.Warnings)...)
+	conflicts = append(conflicts, reservedConflicts(eff, r.DropInPath, opts.Reserved)...)
 
 	r.DataDir, r.DataDirSource = opts.dataDir(eff)
 	if err := checkAbs("data-dir", r.DataDir, r.DataDirSource); err != nil {
@@ -487,6 +495,25 @@ var ErrNodeRefused = errors.New("the node would not register")
 // later label with the same key (the kubelet keeps the last) or taint with
 // the same key and effect. Earlier entries that nodeprep's override become
 // warnings.
+// reservedConflicts are the node-label entries outside nodeprep's drop-in
+// whose key nodeprep derives (reserved names what from).
+func reservedConflicts(eff *Effective, ours string, reserved func(string) string) []error {
+	if reserved == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range eff.NodeLabels {
+		key, _, _ := strings.Cut(e.Value, "=")
+		if e.Source == ours {
+			continue
+		}
+		if src := reserved(key); src != "" {
+			errs = append(errs, fmt.Errorf("%s sets node-label %s: nodeprep derives %s from %s, so k3s's configuration must not set it (the node would register with nodeprep's verdict without nodeprep's check); remove it", e.Source, e.Value, key, src))
+		}
+	}
+	return errs
+}
+
 func conflicts(eff *Effective, ours string, labels []Label, taints []Taint, warnings *[]string) []error {
 	var errs []error
 	after := false

@@ -110,6 +110,9 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
 			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
+			// k3s's own files and arguments may not set a label nodeprep
+			// derives, as --label may not.
+			Reserved: func(key string) string { return nodeprep.DerivedLabelSource(key, gfd) },
 		},
 		gfd:   gfd,
 		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),

@@ -254,3 +254,39 @@ func TestJoinSymlinkRefused(t *testing.T) {
 		t.Errorf("link target changed: %q", data)
 	}
 }
+
+// TestJoinRefusesReservedLabelsFromK3s: k3s's own config and arguments
+// may not set a label nodeprep derives, as --label may not: a node-label
+// nodeprep.dev/gpu-ready=true there would register the node ready without
+// nodeprep's self-test (join by hand writes no such label). Refused with
+// the source named; --allow-override makes it a warning.
+func TestJoinRefusesReservedLabelsFromK3s(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		args  []string
+		src   string
+	}{
+		{"k3s config.yaml", map[string]string{"/etc/rancher/k3s/config.yaml": "node-label:\n  - nodeprep.dev/gpu-ready=true\n"}, nil, "/etc/rancher/k3s/config.yaml"},
+		{"a k3s argument", nil, []string{"--k3s-arg=--node-label=nodeprep.dev/selftest=passed"}, "arguments"},
+		{"a GFD label with the GFD labels on", map[string]string{"/etc/rancher/k3s/config.yaml.d/90-x.yaml": "node-label+:\n  - nvidia.com/gpu.count=99\n"}, nil, "90-x.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := joinHost(t, tc.files)
+			_, errOut, code := joinRun(t, root, append([]string{"--simulate", "dgx-h200", "--dry-run"}, tc.args...)...)
+			if code != ExitCheckFailed || !strings.Contains(errOut, "nodeprep derives") || !strings.Contains(errOut, tc.src) {
+				t.Errorf("exit %d, want %d naming the source %q:\n%s", code, ExitCheckFailed, tc.src, errOut)
+			}
+			if _, errOut, code := joinRun(t, root, append([]string{"--simulate", "dgx-h200", "--dry-run", "--allow-override"}, tc.args...)...); code != 0 || !strings.Contains(errOut, "allowed by --allow-override") {
+				t.Errorf("with --allow-override: exit %d, want 0 and a warning:\n%s", code, errOut)
+			}
+		})
+	}
+	// nodeprep's own labels in a k3s file it does not derive are the user's.
+	root := joinHost(t, map[string]string{"/etc/rancher/k3s/config.yaml": "node-label:\n  - nodeprep.dev/rack=r1\n"})
+	if _, errOut, code := joinRun(t, root, "--simulate", "dgx-h200", "--dry-run"); code != 0 {
+		t.Errorf("a nodeprep.dev/ label nodeprep does not derive: exit %d\n%s", code, errOut)
+	}
+}
