@@ -200,10 +200,6 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 	u.report.FilesChanged = append(u.report.FilesChanged, wrote...)
 	judged := cdiStage(res, len(expect), wrote)
 	specsFailed := judged.Status == StatusFailed
-	specErr := ""
-	if specsFailed {
-		specErr = judged.Reasons[0]
-	}
 	runtimeErr := ""
 	if runtime != nil {
 		runtimeErr = foldRuntime(&judged, res.Findings.Errors(), runtime(), u.opts.Log)
@@ -212,7 +208,8 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 	switch {
 	case specsFailed:
 		st.Status = StatusOK // run marks it failed from the error
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, specErr))
+		// foldRuntime keeps the specs' own errors first.
+		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, judged.Reasons[0]))
 	case runtimeErr != "":
 		st.Status = StatusOK
 		return fault.CheckFailed(fmt.Errorf("the containerd k3s runs cannot serve the patched spec: %s", runtimeErr))

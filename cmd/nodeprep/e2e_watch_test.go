@@ -167,17 +167,8 @@ func TestWatchRepatchesAfterUp(t *testing.T) {
 
 	// The plugin's spec now comes from the read-only store (a link from
 	// /etc/cdi, as environment.etc makes): it cannot be patched.
-	store := filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi")
-	if out, err := exec.Command("cp", "-a", store, filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
 	os.Remove(specFile)
-	if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../../nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
-		t.Fatal(err)
-	}
+	linkStorePluginSpec(t, root)
 	p = nextPass(t, passes, "turning the node not ready", func(p watchPass) bool { return p.Ready != nil && !*p.Ready })
 	if !strings.Contains(p.Verdict, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") {
 		t.Errorf("verdict %q does not name the unpatchable spec", p.Verdict)
@@ -252,4 +243,22 @@ func TestWatchConvergesUnderAWriterLoop(t *testing.T) {
 		t.Error("the spec on disk is not patched after the writer stopped")
 	}
 	t.Logf("%d rewrites every 100 ms → %d re-patches, writer's rename → patched spec: %v ms", rewrites, wrote, latencies)
+}
+
+// linkStorePluginSpec gives root the device plugin's spec from the
+// read-only store, as the plugin-kind-store tree has it: the store path
+// copied in and /etc/cdi/k8s.device-plugin.nvidia.com-gpu.json a link
+// into it (as environment.etc makes), which nodeprep cannot patch.
+func linkStorePluginSpec(t *testing.T, root string) {
+	t.Helper()
+	store := "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi"
+	if out, err := exec.Command("cp", "-a", filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), store), filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../"+store+"/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,7 +3,6 @@ package main_test
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,15 +144,8 @@ func TestHealthRechecksThePodPath(t *testing.T) {
 		t.Fatalf("health after the plugin wrote its spec: exit %d, patched %v\n%s\n%s", r.code, hasGraphicsMounts(t, root, pluginSpec), r.stdout, r.stderr)
 	}
 
-	store := "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi"
-	if out, err := exec.Command("cp", "-a", filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), store), filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
 	os.Remove(filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
-	os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755)
-	if err := os.Symlink("../../"+store+"/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
-		t.Fatal(err)
-	}
+	linkStorePluginSpec(t, root)
 	r = run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
 	if r.code != 1 || !strings.Contains(r.stdout, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") {
 		t.Fatalf("health with an unpatchable plugin spec: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -31,18 +31,6 @@ func TestOneFactOneVerdict(t *testing.T) {
 			}
 		}
 	}
-	storePlugin := func(t *testing.T, root string) {
-		store := "nix/store/6e7f8g9h0j1k2l3m4n5p6q7r8s9a0b1c-nvidia-device-plugin-cdi"
-		if out, err := exec.Command("cp", "-a", filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind-store"), store), filepath.Join(root, "nix/store/")).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		if err := os.MkdirAll(filepath.Join(root, "etc/cdi"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink("../../"+store+"/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
-			t.Fatal(err)
-		}
-	}
 	write := func(path, content string) func(t *testing.T, root string) {
 		return func(t *testing.T, root string) {
 			p := filepath.Join(root, path)
@@ -74,10 +62,10 @@ func TestOneFactOneVerdict(t *testing.T) {
 		{"the spec's directory not in cdi_spec_dirs", overlay("k3s-containerd-spec-dir"), "containerd-spec-dir", false, 0},
 		{"only the nvidia handler, mode auto", overlay("nvruntime-auto-only"), "pod-path-bypass", false, 0},
 		{"the nvidia-cdi handler serves the spec", overlay("k3s-containerd-ok"), "", false, 0},
-		{"the device plugin's spec in the read-only store", storePlugin, "unpatchable-spec", true, 0},
+		{"the device plugin's spec in the read-only store", linkStorePluginSpec, "unpatchable-spec", true, 0},
 		// Two faults at once: every command names the specs' first, as up,
 		// which stops at its cdi stage, does.
-		{"CDI off and the plugin's spec in the store", both(overlay("k3s-containerd-cdi-off"), storePlugin), "unpatchable-spec", true, 0},
+		{"CDI off and the plugin's spec in the store", both(overlay("k3s-containerd-cdi-off"), linkStorePluginSpec), "unpatchable-spec", true, 0},
 		// Bad inputs (a breaker's): k3s would not start, so its containerd
 		// serves nothing; up refuses the input (65), the others are not ready.
 		{"a k3s config k3s refuses", write("etc/rancher/k3s/config.yaml", "node-label: [a\n\t bad"), "k3s would not start", false, 65},
