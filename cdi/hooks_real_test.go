@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // TestRealCreateSymlinksHook runs the real create-symlinks hooks of the spec
@@ -27,10 +27,10 @@ import (
 // the library the spec mounts.
 func TestRealCreateSymlinksHook(t *testing.T) {
 	if os.Geteuid() != 0 {
-		realtest.Unavailable(t, errors.New("bind mounts in a private mount namespace need root"))
+		upstream.Unavailable(t, errors.New("bind mounts in a private mount namespace need root"))
 	}
 	if _, err := exec.LookPath("unshare"); err != nil {
-		realtest.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
+		upstream.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
 	}
 	root := hostTree(t, "nixos-h200-hooks")
 	_, spec := loadSpec(t, root)
@@ -45,8 +45,8 @@ func TestRealCreateSymlinksHook(t *testing.T) {
 	old := cloneSpec(t, patched)
 	old.ContainerEdits.Mounts = append(old.ContainerEdits.Mounts, &specs.Mount{HostPath: "/run/opengl-driver/lib/libGLX_nvidia.so.0", ContainerPath: glxSo0, Options: cdi.MountOptions})
 
-	for _, tk := range realtest.Toolkits {
-		hook := realtest.Tool(t, tk, "nvidia-cdi-hook")
+	for _, tk := range upstream.Toolkits {
+		hook := upstream.Tool(t, tk, "nvidia-cdi-hook")
 		t.Run(tk, func(t *testing.T) {
 			if out, err := runHooks(t, root, patched, hook); err != nil {
 				t.Errorf("the real hook on the patched spec: %v\n%s", err, out)

@@ -141,7 +141,7 @@ let
     else
       [ (yamlScalar v) ];
 
-  # --- defaults (DESIGN.md, nodeprep/config.go DefaultConfig) -------------
+  # --- defaults (DESIGN.md, nodeprep/config/config.go Default) -------------
 
   defaults = {
     configFile = "/etc/nodeprep/config.yaml";

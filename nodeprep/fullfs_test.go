@@ -12,8 +12,9 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // fullFS mounts a 64 KiB tmpfs at dir (made if missing) and returns a
@@ -82,7 +83,7 @@ func TestUpMetricsOnFullFS(t *testing.T) {
 	fill()
 	opts := upOptions(simulated("dgx-h200"), nil)
 	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-	opts.OnSelftestFailure = PolicyTaint // reaches "ready, tainted" without a driver
+	opts.OnSelftestFailure = nodepolicy.PolicyTaint // reaches "ready, tainted" without a driver
 	opts.MetricsFile = "/var/lib/node_exporter/nodeprep.prom"
 	rep, err := Up(context.Background(), host, opts)
 	if !errors.Is(err, fault.ErrCantWrite) || !errors.Is(err, syscall.ENOSPC) {
@@ -107,7 +108,7 @@ func TestUpStatusOnFullFS(t *testing.T) {
 	fill()
 	opts := upOptions(simulated("dgx-h200"), nil)
 	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-	opts.OnSelftestFailure = PolicyTaint
+	opts.OnSelftestFailure = nodepolicy.PolicyTaint
 	opts.MetricsFile = "/var/nodeprep.prom"
 	rep, err := Up(context.Background(), host, opts)
 	if rep == nil || !errors.Is(err, syscall.ENOSPC) || rep.Ready {

@@ -15,6 +15,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
@@ -69,7 +70,7 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 		return nil, err
 	}
 	u := &upRun{host: host, opts: UpOptions{
-		Inventory: opts.Inventory, Selftest: opts.Selftest, OnSelftestFailure: PolicyBlock,
+		Inventory: opts.Inventory, Selftest: opts.Selftest, OnSelftestFailure: nodepolicy.PolicyBlock,
 		StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Log: opts.Log, Now: opts.Now, Version: opts.Version,
 	}, report: &Report{
 		Version: opts.Version, Command: "health", StartedAt: opts.Now().UTC(),

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
@@ -83,7 +84,7 @@ func TestUpRenameRaceWritesNothingOutside(t *testing.T) {
 			for i := range runs {
 				opts := upOptions(simulated("dgx-h200"), nil)
 				opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-				opts.OnSelftestFailure = PolicyTaint
+				opts.OnSelftestFailure = nodepolicy.PolicyTaint
 				unlock, lerr := host.Lock(context.Background(), time.Second)
 				rep, err := Up(context.Background(), host, opts)
 				if lerr == nil {

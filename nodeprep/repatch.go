@@ -16,6 +16,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // CommandRepatch is Report.Command of a status report that a re-patch
@@ -33,7 +34,7 @@ type RepatchOptions struct {
 	// root, as for `up`; its Expect is filled here.
 	CDI cdi.FileOptions
 	// DeviceNames are the device-name strategies the specs must serve
-	// (DeviceNameUUID, ...), checked against the GPUs of the last report.
+	// (nodepolicy.DeviceNameUUID, ...), checked against the GPUs of the last report.
 	DeviceNames []string
 	// StatusFile is the host path of the status report: read for the
 	// node's GPUs and verdict, rewritten when the verdict or a spec
@@ -107,7 +108,7 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	if prev != nil && prev.Inventory != nil {
 		inv := *prev.Inventory
 		inv.GPUs = inv.Healthy()
-		ex, err := ExpectedCDIDevices(&inv, opts.DeviceNames)
+		ex, err := nodepolicy.ExpectedCDIDevices(&inv, opts.DeviceNames)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +187,7 @@ func patchView(ctx context.Context, host *hostfs.Root, opts cdi.FileOptions, log
 // names; a spec that serves GPUs and cannot be patched fails the stage,
 // naming it, and the node is not ready.
 func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOptions, names []string, runtime func() cdi.Findings) error {
-	expect, err := ExpectedCDIDevices(u.inv, names)
+	expect, err := nodepolicy.ExpectedCDIDevices(u.inv, names)
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOpt
 }
 
 // foldRuntime judges the findings of the runtime k3s runs (containerd's
-// config, the pod path through its runtime handlers: RuntimeFindings, as
+// config, the pod path through its runtime handlers: podpath.RuntimeFindings, as
 // `cdi check` reports them) in the cdi stage st, as `up` judges them in
 // its join stage: an error fails the stage (its reasons after the first
 // specErrs of st's, the specs' own errors, and before the warnings), a warning
@@ -339,7 +340,7 @@ func rejudge(prev *Report, st StageResult, opts RepatchOptions, start time.Time)
 	rep.Ready = bootReady && othersOK && st.Status != StatusFailed
 	switch {
 	case rep.Ready && rep.Tainted:
-		rep.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
+		rep.Verdict = "ready, tainted " + nodepolicy.UnhealthyTaint + " (self-test failed)"
 	case rep.Ready:
 		rep.Verdict = "ready"
 	case !bootReady:

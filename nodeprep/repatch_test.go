@@ -18,7 +18,9 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 const pluginSpecPath = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
@@ -50,7 +52,7 @@ func bootStatus(t testing.TB, host *hostfs.Root, ready bool) {
 func repatchOptions() RepatchOptions {
 	return RepatchOptions{
 		CDI:         cdi.FileOptions{Spec: cdi.DefaultSpecPath, Discover: cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"}},
-		DeviceNames: []string{DeviceNameUUID},
+		DeviceNames: []string{nodepolicy.DeviceNameUUID},
 		StatusFile:  "/run/nodeprep/status.json",
 		MetricsFile: "/run/nodeprep/nodeprep.prom",
 		Version:     "test",
@@ -214,9 +216,9 @@ func benchRepatchAfterRename(b *testing.B, withRuntime bool) {
 		if out, err := exec.Command("cp", "-a", testkit.Testdata(b, "hosts", "k3s-containerd-ok")+"/.", host.Dir()).CombinedOutput(); err != nil {
 			b.Fatalf("%v: %s", err, out)
 		}
-		copts := ContainerdOptions("/var/lib/rancher/k3s", nil, opts.CDI.Spec, opts.CDI.Discover.DriverRoot)
+		copts := podpath.ContainerdOptions("/var/lib/rancher/k3s", nil, opts.CDI.Spec, opts.CDI.Discover.DriverRoot)
 		opts.Runtime = func() cdi.Findings {
-			fs, err := RuntimeFindings(host, copts)
+			fs, err := podpath.RuntimeFindings(host, copts)
 			if err != nil {
 				b.Error(err)
 			}

@@ -13,27 +13,15 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
-	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
 )
-
-// Self-test failure policies (UpOptions.OnSelftestFailure).
-const (
-	// PolicyBlock: exit 1 and write no drop-in, so k3s.service (which
-	// requires nodeprep.service) does not start.
-	PolicyBlock = "block"
-	// PolicyTaint: write the drop-in with UnhealthyTaint and a label, and
-	// report ready-but-tainted (exit 0).
-	PolicyTaint = "taint"
-)
-
-// UnhealthyTaint is the taint PolicyTaint adds when the self-test fails. Like
-// every taint it reaches a Node only when it first registers.
-const UnhealthyTaint = "nodeprep.dev/gpu-unhealthy=true:NoExecute"
 
 // Stage names, in pipeline order.
 const (
@@ -65,23 +53,23 @@ type UpOptions struct {
 	// Inventory builds the GPU inventory (NVML or a simulated server).
 	Inventory func() (*gpu.Inventory, error)
 	// CDI names the spec and the driver root; DeviceNames are the
-	// device-name strategies the spec must serve (DeviceNameUUID, ...).
+	// device-name strategies the spec must serve (nodepolicy.DeviceNameUUID, ...).
 	CDI         cdi.FileOptions
-	DeviceNames []string // device-name strategies the spec must serve (DeviceNameUUID, ...)
+	DeviceNames []string // device-name strategies the spec must serve (nodepolicy.DeviceNameUUID, ...)
 	// Selftest are the self-test's options (child command, loader, timeout).
 	Selftest []selftest.Option
 	// Container, when set, also runs the self-test inside an OCI container
-	// started with the patched spec's devices (selftest.container).
-	Container *ctrtest.Options
+	// started with the patched spec's devices (selftest/container).
+	Container *container.Options
 	// Join is the k3s drop-in to write; its Labels are computed here from
-	// the inventory and the self-test (GFD labels when GFDLabels), with
-	// ExtraLabels added; its Taints are used as given (plus UnhealthyTaint
-	// under PolicyTaint).
+	// the inventory and the self-test (GFD labels when nodepolicy.GFDLabels), with
+	// ExtraLabels added; its Taints are used as given (plus nodepolicy.UnhealthyTaint
+	// under nodepolicy.PolicyTaint).
 	Join        k3s.Options
 	GFDLabels   bool        // add GFD's nvidia.com/ labels
-	MIGStrategy string      // GFD's MIG strategy for the MIG labels (MIGStrategyNone, …)
+	MIGStrategy string      // GFD's MIG strategy for the MIG labels (nodepolicy.MIGStrategyNone, …)
 	ExtraLabels []k3s.Label // the user's labels; they win over generated ones
-	// OnSelftestFailure is PolicyBlock (default) or PolicyTaint.
+	// OnSelftestFailure is nodepolicy.PolicyBlock (default) or nodepolicy.PolicyTaint.
 	OnSelftestFailure string
 	// StatusFile is the host path of the status report (written always).
 	StatusFile string
@@ -125,7 +113,7 @@ type Report struct {
 	BootReady   *bool  `json:"bootReady,omitempty" yaml:"bootReady,omitempty"`
 	BootVerdict string `json:"bootVerdict,omitempty" yaml:"bootVerdict,omitempty"`
 	// Ready is true when the node may join: every stage ok, or the
-	// self-test failed under PolicyTaint (then Tainted is true).
+	// self-test failed under nodepolicy.PolicyTaint (then Tainted is true).
 	Ready   bool `json:"ready" yaml:"ready"`
 	Tainted bool `json:"tainted" yaml:"tainted"` // see Ready
 	// Simulated is true when the inventory came from --simulate.
@@ -142,8 +130,8 @@ type Report struct {
 	CDI          *cdi.PatchResult `json:"cdi,omitempty" yaml:"cdi,omitempty"`             // the CDI stage's result
 	Selftest     *selftest.Report `json:"selftest,omitempty" yaml:"selftest,omitempty"`   // the self-test's result
 	// Container is the in-container self-test, when configured.
-	Container *ctrtest.Report `json:"container,omitempty" yaml:"container,omitempty"`
-	Join      *k3s.Result     `json:"join,omitempty" yaml:"join,omitempty"` // the join stage's result
+	Container *container.Report `json:"container,omitempty" yaml:"container,omitempty"`
+	Join      *k3s.Result       `json:"join,omitempty" yaml:"join,omitempty"` // the join stage's result
 	// PeakRSSMiB is this nodeprep process's peak resident memory in MiB
 	// (getrusage(2) ru_maxrss), without the probe children, which load the
 	// driver.
@@ -213,9 +201,9 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.OnSelftestFailure == "" {
-		opts.OnSelftestFailure = PolicyBlock
+		opts.OnSelftestFailure = nodepolicy.PolicyBlock
 	}
-	if err := CheckPolicy(opts.OnSelftestFailure); err != nil {
+	if err := nodepolicy.CheckPolicy(opts.OnSelftestFailure); err != nil {
 		return nil, fault.Usage(err)
 	}
 	if err := CheckOutputs(Output{"status file", opts.StatusFile}, Output{"metrics file", opts.MetricsFile}, Output{"k3s drop-in", opts.Join.DropInPath()}); err != nil {
@@ -253,7 +241,7 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 	case !r.Ready:
 		r.Verdict = "not ready: " + firstReason(r)
 	case r.Tainted:
-		r.Verdict = "ready, tainted " + UnhealthyTaint + " (self-test failed)"
+		r.Verdict = "ready, tainted " + nodepolicy.UnhealthyTaint + " (self-test failed)"
 	default:
 		r.Verdict = "ready"
 	}
@@ -390,7 +378,7 @@ func (u *upRun) preflight() error {
 	}
 	// The container's inputs first: the output checks create directories.
 	if u.opts.Container != nil {
-		if err := ctrtest.Preflight(*u.opts.Container); err != nil {
+		if err := container.Preflight(*u.opts.Container); err != nil {
 			return err
 		}
 	}
@@ -482,7 +470,7 @@ func (u *upRun) inventory(st *StageResult) error {
 // (device names, host paths, the CDI library's validation). It writes
 // nothing; findings that are errors fail the stage.
 func (u *upRun) planCDI(st *StageResult) error {
-	expect, err := ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
+	expect, err := nodepolicy.ExpectedCDIDevices(u.inv, u.opts.DeviceNames)
 	if err != nil {
 		return err
 	}
@@ -598,7 +586,7 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	}
 	if u.opts.Container != nil {
 		u.notify("STATUS=running the self-test inside a container")
-		crep, err := ctrtest.Run(ctx, u.host, u.inv, *u.opts.Container)
+		crep, err := container.Run(ctx, u.host, u.inv, *u.opts.Container)
 		if err != nil {
 			return err
 		}
@@ -620,21 +608,21 @@ func (u *upRun) selftest(ctx context.Context, st *StageResult) error {
 	}
 	// A self-test cut short by SIGTERM says nothing of the GPUs, and the
 	// drop-in is not written after it: the node does not join tainted.
-	if u.opts.OnSelftestFailure == PolicyTaint && ctx.Err() == nil {
+	if u.opts.OnSelftestFailure == nodepolicy.PolicyTaint && ctx.Err() == nil {
 		st.Status = StatusWarning
-		st.Reasons = append(st.Reasons, "policy taint: joining with "+UnhealthyTaint+"; a taint reaches a Node only at its first registration")
+		st.Reasons = append(st.Reasons, "policy taint: joining with "+nodepolicy.UnhealthyTaint+"; a taint reaches a Node only at its first registration")
 		u.report.Tainted = true
 		// The stage's reasons and the verdict say it; a warning would say
 		// it a third time.
-		u.opts.Log.Debug("self-test failed; joining tainted", "taint", UnhealthyTaint)
+		u.opts.Log.Debug("self-test failed; joining tainted", "taint", nodepolicy.UnhealthyTaint)
 		return nil
 	}
-	return failure // marked by selftest's and ctrtest's Report.Err: 69 for a missing library or runtime, else 1
+	return failure // marked by selftest's and the container self-test's Report.Err: 69 for a missing library or runtime, else 1
 }
 
 // planJoin validates the join stage's inputs before anything is written:
 // the labels (the user's, duplicates included, and the generated ones as
-// they will be if the self-test passes, and under PolicyTaint also if it
+// they will be if the self-test passes, and under nodepolicy.PolicyTaint also if it
 // fails), the taints, and the k3s config file, drop-ins and arguments
 // merged as k3s would (k3s.Plan: malformed YAML, misspelt keys, invalid
 // entries, FIFOs, later files that undo nodeprep's entries). The stage
@@ -644,8 +632,8 @@ func (u *upRun) planJoin(st *StageResult) error {
 	for _, r := range []struct {
 		verdict string
 		tainted bool
-	}{{SelftestPassed, false}, {SelftestFailed, true}} {
-		if r.tainted && u.opts.OnSelftestFailure != PolicyTaint {
+	}{{nodepolicy.SelftestPassed, false}, {nodepolicy.SelftestFailed, true}} {
+		if r.tainted && u.opts.OnSelftestFailure != nodepolicy.PolicyTaint {
 			continue
 		}
 		res, err := u.planDropIn(r.verdict, adapters, r.tainted)
@@ -669,7 +657,7 @@ func (u *upRun) planJoin(st *StageResult) error {
 // node is not ready. One fact, one verdict: `cdi check`, `up` and the
 // status agree. The warnings stay on the join stage (join reports them).
 func (u *upRun) containerdVerdict(st *StageResult, res *k3s.Result) error {
-	findings, _ := ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
+	findings, _ := podpath.ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
 	var errs []string
 	for _, f := range findings {
 		if f.Severity == cdi.SeverityError {
@@ -686,14 +674,14 @@ func (u *upRun) containerdVerdict(st *StageResult, res *k3s.Result) error {
 // planDropIn computes the node's labels for a self-test verdict and plans
 // the drop-in with them (k3s.Plan; nothing is written).
 func (u *upRun) planDropIn(verdict string, adapters int, tainted bool) (*k3s.Result, error) {
-	labels, err := NodeLabels(u.report.Inventory, NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: verdict, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
+	labels, err := nodepolicy.NodeLabels(u.report.Inventory, nodepolicy.NodeLabelOptions{GFD: u.opts.GFDLabels, MIGStrategy: u.opts.MIGStrategy, Selftest: verdict, VulkanAdapters: &adapters, Extra: u.opts.ExtraLabels})
 	if err != nil {
 		return nil, err
 	}
 	opts := u.opts.Join
 	opts.Labels = labels
 	if tainted {
-		t, err := k3s.ParseTaint(UnhealthyTaint)
+		t, err := k3s.ParseTaint(nodepolicy.UnhealthyTaint)
 		if err != nil {
 			return nil, err
 		}
@@ -703,11 +691,11 @@ func (u *upRun) planDropIn(verdict string, adapters int, tainted bool) (*k3s.Res
 }
 
 func (u *upRun) join(st *StageResult) error {
-	result := SelftestPassed
+	result := nodepolicy.SelftestPassed
 	adapters := 0
 	if rep := u.report.Selftest; rep != nil {
 		if !rep.Passed || u.report.Container != nil && !u.report.Container.Passed {
-			result = SelftestFailed
+			result = nodepolicy.SelftestFailed
 		}
 		for _, m := range rep.Matches {
 			if m.Vulkan {
@@ -730,7 +718,7 @@ func (u *upRun) join(st *StageResult) error {
 	if res.Written {
 		u.report.FilesChanged = append(u.report.FilesChanged, res.DropInPath)
 	}
-	findings, notes := ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
+	findings, notes := podpath.ContainerdFindings(u.host, res, u.opts.CDI.Spec, u.opts.CDI.Discover.DriverRoot)
 	for _, n := range notes {
 		u.opts.Log.Debug(n)
 	}

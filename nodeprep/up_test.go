@@ -15,13 +15,14 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
-	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 func upHost(t *testing.T, scenario string) *hostfs.Root {
@@ -38,8 +39,8 @@ func upOptions(inv func() (*gpu.Inventory, error), n Notifier) UpOptions {
 	return UpOptions{
 		Inventory:   inv,
 		CDI:         cdi.FileOptions{Spec: cdi.DefaultSpecPath, Discover: cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"}},
-		DeviceNames: []string{DeviceNameUUID},
-		Join:        k3s.Options{Taints: NodeTaints(true, nil)},
+		DeviceNames: []string{nodepolicy.DeviceNameUUID},
+		Join:        k3s.Options{Taints: nodepolicy.NodeTaints(true, nil)},
 		GFDLabels:   true,
 		StatusFile:  "/run/nodeprep/status.json",
 		MetricsFile: "/run/nodeprep/nodeprep.prom",
@@ -157,10 +158,10 @@ func TestUpPreflight(t *testing.T) {
 		prepare func(t *testing.T, h *hostfs.Root)
 		metrics string
 		dropIn  string
-		ctr     *ctrtest.Options
+		ctr     *container.Options
 		kind    error
 	}{
-		{name: "container rootfs missing", metrics: "/run/nodeprep/nodeprep.prom", ctr: &ctrtest.Options{Rootfs: "/nonexistent/rootfs"}, kind: fault.ErrUnavailable},
+		{name: "container rootfs missing", metrics: "/run/nodeprep/nodeprep.prom", ctr: &container.Options{Rootfs: "/nonexistent/rootfs"}, kind: fault.ErrUnavailable},
 		{name: "status is a directory", prepare: func(t *testing.T, h *hostfs.Root) {
 			p, _ := h.Path("/run/nodeprep/status.json")
 			os.MkdirAll(p, 0o755)
@@ -249,7 +250,7 @@ func TestUpPlansBeforeWriting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts.Join.Taints = NodeTaints(true, taints)
+			opts.Join.Taints = nodepolicy.NodeTaints(true, taints)
 			if opts.ExtraLabels, err = k3s.ParseLabels(tt.labels); err != nil {
 				t.Fatal(err)
 			}
@@ -323,7 +324,7 @@ func TestUpVerdictIsTheVerdictReached(t *testing.T) {
 	// A probe that fails at once, joined tainted: the run reaches "ready,
 	// tainted" and writes the spec and the drop-in without a driver.
 	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-	opts.OnSelftestFailure = PolicyTaint
+	opts.OnSelftestFailure = nodepolicy.PolicyTaint
 	rep, err := Up(context.Background(), host, opts)
 	if !errors.Is(err, fault.ErrCantWrite) {
 		t.Fatalf("err = %v, want ErrCantWrite", err)
@@ -501,7 +502,7 @@ func TestUpCancelledSelftestNotTainted(t *testing.T) {
 	bin := testkit.Binary(t)
 	fakeICD, fakeEGL := testkit.FakeDrivers(t)
 	icd, egl := fakeICD.Manifest, fakeEGL.Manifest
-	for _, policy := range []string{PolicyBlock, PolicyTaint} {
+	for _, policy := range []string{nodepolicy.PolicyBlock, nodepolicy.PolicyTaint} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			mark := make([]byte, 8)

@@ -4,7 +4,7 @@
 # or complain, and prints the fault table: fault → exit code, reason kind,
 # time to fail, nodeprep's own peak RSS (VmHWM of the parent process, not
 # of the probe children), and processes left behind. The fakes are the C
-# sources the Go fault tests build (nodeprep/drivertest/csrc). With
+# sources the Go fault tests build (nodeprep/testenv/fakedriver/csrc). With
 # --update FILE the table replaces the lines between
 # <!-- faults:begin --> and <!-- faults:end --> in FILE, and the host
 # fault table (hosttable: a FIFO at the lock, links planted in the shader
@@ -30,7 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/root"
-src=nodeprep/drivertest/csrc
+src=nodeprep/testenv/fakedriver/csrc
 cc=${CC:-gcc}
 for k in icd egl nvml; do "$cc" -shared -fPIC -O1 -o "$work/libfake_$k.so" "$src/$k.c"; done
 cp "$work/libfake_nvml.so" "$work/libnvidia-ml.so.1"

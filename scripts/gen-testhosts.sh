@@ -12,7 +12,7 @@
 # are tiny real ELF shared objects carrying their DT_SONAME (made with gcc),
 # so soname checks and the generator read real ELF. Store hashes are
 # placeholders; the driver is 550.54.15, the GPUs those of --simulate
-# dgx-h200 (the fake NVML nodeprep/drivertest/csrc/nvml-dgx-h200.c).
+# dgx-h200 (the fake NVML nodeprep/testenv/fakedriver/csrc/nvml-dgx-h200.c).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 gen=$repo/scripts/nvidia-cdi-generate.sh

@@ -40,7 +40,7 @@
 #   - /sys/bus/pci/devices/<bus id>/drm/<card|renderD> mirror the tree's
 #     /dev/dri/by-path links (where nvidia-ctk finds a GPU's DRM nodes);
 #   - libnvidia-ml.so.<driver version> in the library search path is the fake
-#     NVML of the simulated dgx-h200 (nodeprep/drivertest/csrc/nvml-dgx-h200.c,
+#     NVML of the simulated dgx-h200 (nodeprep/testenv/fakedriver/csrc/nvml-dgx-h200.c,
 #     built here with cc; NP_COUNT GPUs, the number of /dev/nvidia<N> nodes);
 #   - the toolkit's programs replace the stubs at their store paths, and this
 #     machine's dynamic loader and libc sit at /lib64 and /.gen/lib.
@@ -81,7 +81,7 @@ if [ -d "$r/dev/dri/by-path" ]; then
 fi
 ngpu=$(awk '$1 ~ /^\/dev\/nvidia[0-9]+$/' "$tree/.devices" | wc -l)
 cc -shared -fPIC -O1 -DNP_COUNT="$ngpu" -o "$r$nv/lib/libnvidia-ml.so.$(readlink "$r$nv/lib/libnvidia-ml.so.1" | sed 's/^libnvidia-ml\.so\.//')" \
-  "$repo/nodeprep/drivertest/csrc/nvml-dgx-h200.c"
+  "$repo/nodeprep/testenv/fakedriver/csrc/nvml-dgx-h200.c"
 install -m 0755 "$bin/nvidia-ctk" "$r/$ctk/bin/nvidia-ctk"
 [ -x "$bin/nvidia-cdi-hook" ] && install -m 0755 "$bin/nvidia-cdi-hook" "$r/$tools/bin/nvidia-cdi-hook"
 mkdir -p "$r/lib64" "$r/.gen/lib" "$r/tmp" "$r/proc"

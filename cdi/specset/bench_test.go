@@ -7,7 +7,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // BenchmarkCheckSingleSpec is the single-spec check of the one 8-GPU spec

@@ -239,7 +239,7 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 // NewCache loads the CDI library's cache over dirs (host paths, lowest
 // priority first) resolved under host, without watching them, and returns
 // it with the machine directory of each host directory, for injecting
-// devices into an OCI spec (ctrtest). Its files are checked first as
+// devices into an OCI spec (selftest/container). Its files are checked first as
 // scanDirs checks them (fault.ErrMalformed for a FIFO or a huge spec).
 func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
 	machine, _, err := scanDirs(host, dirs)

@@ -13,7 +13,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi/specset"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 func h200Expect() []cdi.ExpectedDevice {

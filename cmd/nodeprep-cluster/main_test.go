@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // binaries returns nodeprep and nodeprep-cluster, built side by side as

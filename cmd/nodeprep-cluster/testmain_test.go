@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestMain removes the nodeprep that testkit.Binary builds once the tests end.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestLean keeps nodeprep-probe lean: it links the children's packages
-// (nodeprep/childcmd and below) and nothing of the command layer, so a
+// (nodeprep/child/serve and below) and nothing of the command layer, so a
 // child does not pay for cobra, the config, YAML, TOML, the CDI library or
 // the Kubernetes types at every start. A dependency outside std and the
 // modules below is a regression (or, if a child really needs it, an entry
@@ -20,7 +20,7 @@ func TestLean(t *testing.T) {
 	}
 	const mod = "github.com/nodeprep/nodeprep/"
 	allowed := []string{
-		mod + "nodeprep/childcmd", mod + "nodeprep/child", mod + "nodeprep/fault",
+		mod + "nodeprep/child/serve", mod + "nodeprep/child", mod + "nodeprep/fault",
 		mod + "nodeprep/gpu", mod + "nodeprep/selftest", mod + "nodeprep/manifest",
 		mod + "cmd/nodeprep-probe",
 		"github.com/NVIDIA/go-nvml/", // the NVML child
@@ -55,7 +55,7 @@ func TestLean(t *testing.T) {
 			t.Errorf("nodeprep-probe links %s, which is not among the children's dependencies", p.ImportPath)
 		}
 	}
-	for _, want := range []string{mod + "nodeprep/childcmd", mod + "nodeprep/selftest", mod + "nodeprep/gpu"} {
+	for _, want := range []string{mod + "nodeprep/child/serve", mod + "nodeprep/selftest", mod + "nodeprep/gpu"} {
 		if !strings.Contains(strings.Join(linked, "\n")+"\n", want+"\n") {
 			t.Errorf("nodeprep-probe does not link %s (linked: %v)", want, linked)
 		}

@@ -1,6 +1,6 @@
 // Command nodeprep-probe is nodeprep's lean child: it serves the
 // driver-calling children (`__probe`, `__inventory`) exactly as nodeprep's
-// hidden commands do (nodeprep/childcmd), but links only what they need,
+// hidden commands do (nodeprep/child/serve), but links only what they need,
 // none of the command layer (cobra, the config, YAML, TOML, the CDI
 // library, the Kubernetes types), so each child skips the package
 // initialisation and page faults of the whole nodeprep binary. nodeprep
@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
+	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -23,9 +23,9 @@ func main() {
 
 // run serves the child command line args and returns the exit code.
 func run(args []string) int {
-	a, err := childcmd.Parse(args)
+	a, err := serve.Parse(args)
 	if err == nil {
-		err = childcmd.Serve(a, os.Stdout)
+		err = serve.Serve(a, os.Stdout)
 	}
 	if err == nil {
 		return 0

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
 // binDir holds nodeprep and nodeprep-probe side by side, built once by
@@ -219,7 +219,7 @@ func TestSelftestThroughLeanChild(t *testing.T) {
 // segfault in the driver is reported by the crash handler as such, with
 // the library, whichever executable served the child.
 func TestInventoryThroughLeanChild(t *testing.T) {
-	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVML)
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVML)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,12 +60,36 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s imports the command layer %s", p.ImportPath, imp)
 			case rel == "nodeprep/manifest" && strings.HasPrefix(imp, mod+"/"):
 				t.Errorf("%s imports %s: the manifest parser is a leaf both cdi and selftest import", p.ImportPath, imp)
-			case imp == mod+"/nodeprep/testkit" && rel != "nodeprep/realtest":
-				t.Errorf("%s imports testkit, which only tests may import", p.ImportPath)
-			case imp == mod+"/nodeprep/realtest":
-				t.Errorf("%s imports realtest, which only tests may import", p.ImportPath)
+			case strings.HasPrefix(imp, mod+"/"+testenv) && !strings.HasPrefix(rel, testenv):
+				t.Errorf("%s imports %s: the test harness (%s) is for tests only", p.ImportPath, imp, testenv)
 			case imp == mod+"/nodeprep" && (strings.HasPrefix(rel, "nodeprep/") || strings.HasPrefix(rel, "cdi")):
 				t.Errorf("%s imports the pipeline package; dependencies run one way", p.ImportPath)
+			}
+		}
+	}
+}
+
+// testenv is the folder of what exists only for tests (DESIGN.md's
+// layout): the real-component harness, host-tree copies, fake drivers.
+const testenv = "nodeprep/testenv/"
+
+// TestProductLinksNoTestHarness: none of the three binaries nodeprep ships
+// links a package of the test harness, directly or through another
+// package. TestDependencies catches the direct import; this catches one
+// that a product package's own dependency brings in.
+func TestProductLinksNoTestHarness(t *testing.T) {
+	for _, bin := range []string{"cmd/nodeprep", "cmd/nodeprep-probe", "cmd/nodeprep-cluster"} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "github.com/nodeprep/nodeprep/"+bin).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", bin, err)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) < 10 {
+			t.Fatalf("go list -deps %s listed %d packages: the check would pass for nothing", bin, len(deps))
+		}
+		for _, d := range deps {
+			if strings.Contains(d, "/"+testenv) || strings.HasSuffix(d, "/"+strings.TrimSuffix(testenv, "/")) {
+				t.Errorf("%s links %s, which exists only for tests", bin, d)
 			}
 		}
 	}
@@ -112,11 +136,10 @@ func TestNodeprepLeavesOutKubernetes(t *testing.T) {
 // environment or os.Args, or writes to os.Stdout/os.Stderr (comments aside).
 func TestDomainPackagesStayQuiet(t *testing.T) {
 	for _, p := range listPackages(t) {
-		// testkit and realtest are imported by tests only
-		// (TestDependencies): testkit's -update flag is a test binary's,
-		// realtest reads CI from the test's environment.
-		if strings.Contains(p.ImportPath, "/cmd/") || p.ImportPath == "github.com/nodeprep/nodeprep/nodeprep/testkit" ||
-			p.ImportPath == "github.com/nodeprep/nodeprep/nodeprep/realtest" {
+		// The test harness is imported by tests only (TestDependencies):
+		// testkit's -update flag is a test binary's, upstream reads CI
+		// from the test's environment.
+		if strings.Contains(p.ImportPath, "/cmd/") || strings.Contains(p.ImportPath, "/"+testenv) {
 			continue
 		}
 		for _, v := range noisyLines(t, p) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // TestUpK3sAsItRuns: `up`, on an H200 NixOS tree whose k3s runs with
@@ -69,7 +69,7 @@ func TestUpK3sAsItRuns(t *testing.T) {
 	// The same tree with the containerd k3s ships, 2.4.2 (CDI always on,
 	// enable_cdi ignored): ready, as cdi check says.
 	{
-		bin := realtest.Tool(t, realtest.Containerd, "containerd")
+		bin := upstream.Tool(t, upstream.Containerd, "containerd")
 		dst := filepath.Join(root, "data/k3s/data/current/bin/containerd")
 		os.MkdirAll(filepath.Dir(dst), 0o755)
 		if out, err := exec.Command("cp", bin, dst).CombinedOutput(); err != nil {

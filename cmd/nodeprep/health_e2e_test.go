@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestHealth: after up, health keeps nodeprep_ready current: ready while

@@ -14,8 +14,8 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // TestRealHealthReportsToNode runs health against a real kube-apiserver
@@ -28,7 +28,7 @@ import (
 // an API server that cannot be reached changes neither the verdict nor
 // the exit status.
 func TestRealHealthReportsToNode(t *testing.T) {
-	srv := realtest.StartAPIServer(t)
+	srv := upstream.StartAPIServer(t)
 	icd, egl := lavapipe(t)
 	good := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
 	fakeICD, fakeEGL := testkit.FakeDrivers(t)

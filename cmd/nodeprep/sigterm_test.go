@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestSIGTERMEndsHungNVML: an NVML whose nvmlInit_v2 never returns (a
@@ -20,7 +20,7 @@ import (
 // (How fast is measured by scripts/faults.sh, not asserted here.)
 func TestSIGTERMEndsHungNVML(t *testing.T) {
 	t.Parallel()
-	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVML)
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVML)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // TestNixOSPageWorkload: the GPU pod docs/nixos.md shows (section 4) is
@@ -37,12 +38,12 @@ func TestNixOSPageWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapters := len(inv.GPUs)
-	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: true, Selftest: nodeprep.SelftestPassed, VulkanAdapters: &adapters, Extra: []k3s.Label{label}})
+	labels, err := nodepolicy.NodeLabels(inv, nodepolicy.NodeLabelOptions{GFD: true, Selftest: nodepolicy.SelftestPassed, VulkanAdapters: &adapters, Extra: []k3s.Label{label}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := cluster.Pool{Label: label, Labels: labels, Taints: nodeprep.NodeTaints(true, nil),
-		Arch: "amd64", DeviceNames: []string{nodeprep.DeviceNameUUID}, DriverRoot: "/run/opengl-driver"}
+	pool := cluster.Pool{Label: label, Labels: labels, Taints: nodepolicy.NodeTaints(true, nil),
+		Arch: "amd64", DeviceNames: []string{nodepolicy.DeviceNameUUID}, DriverRoot: "/run/opengl-driver"}
 	objs, skipped, err := cluster.Read("docs/nixos.md", strings.NewReader(manifest))
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestNixOSPageWorkload(t *testing.T) {
 // TestOwnLabels: the labels the pool's model node carries are the ones
 // nodeprep writes.
 func TestOwnLabels(t *testing.T) {
-	if cluster.LabelSelftest != nodeprep.LabelSelftest {
-		t.Errorf("cluster.LabelSelftest = %q, nodeprep writes %q", cluster.LabelSelftest, nodeprep.LabelSelftest)
+	if cluster.LabelSelftest != nodepolicy.LabelSelftest {
+		t.Errorf("cluster.LabelSelftest = %q, nodeprep writes %q", cluster.LabelSelftest, nodepolicy.LabelSelftest)
 	}
 }

@@ -21,7 +21,7 @@ import (
 const LabelGPUReady = kubenode.LabelGPUReady
 
 // LabelSelftest is the label `nodeprep up` writes into the k3s drop-in
-// with the node's other labels (nodeprep.LabelSelftest): "passed" on a
+// with the node's other labels (nodepolicy.LabelSelftest): "passed" on a
 // node whose adapter self-test passed, which is every pool node that
 // registered ready under the default policy. Workloads may select it.
 const LabelSelftest = "nodeprep.dev/selftest"

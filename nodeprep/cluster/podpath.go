@@ -14,7 +14,7 @@ import (
 // internal/modifier/cdi.go). The plain nvidia handler's default mode auto
 // gives such a pod jit-cdi (toolkit 1.18 and later) or legacy (before), a
 // spec built from the driver that lacks nodeprep's Vulkan and EGL mounts
-// (internal/info/auto.go). It is nodeprep.PatchedClass on the node side.
+// (internal/info/auto.go). It is podpath.PatchedClass on the node side.
 const PatchedRuntimeClass = "nvidia-cdi"
 
 // envvarStrategy reports whether the plugin's device-list strategy (a

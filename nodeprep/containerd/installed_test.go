@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 const dataDir = "/var/lib/rancher/k3s"
@@ -101,8 +101,8 @@ func criInfo(t *testing.T, containerd, crictl, config string) map[string]any {
 // CRI plugin reports (crictl info: cdiSpecDirs, and no enableCDI at all:
 // CDI is always on) with nodeprep's reading of the same file and binary.
 func TestRealContainerdCDIConfig(t *testing.T) {
-	containerd := realtest.Tool(t, realtest.Containerd, "containerd")
-	crictl := realtest.Tool(t, realtest.Containerd, "crictl")
+	containerd := upstream.Tool(t, upstream.Containerd, "containerd")
+	crictl := upstream.Tool(t, upstream.Containerd, "crictl")
 	tests := []struct {
 		name   string
 		config string

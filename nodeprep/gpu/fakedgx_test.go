@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
 // TestFakeDGXH200MatchesSimulated reads the inventory from the fake
 // libnvidia-ml.so.1 that NVIDIA's real container toolkit runs against in
-// the tests (drivertest.NVMLDGXH200) and wants exactly the inventory of
+// the tests (fakedriver.NVMLDGXH200) and wants exactly the inventory of
 // --simulate dgx-h200: the specs the real generator writes from it name
 // the GPUs nodeprep's simulated inventory checks them against.
 func TestFakeDGXH200MatchesSimulated(t *testing.T) {
 	t.Parallel()
-	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVMLDGXH200)
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVMLDGXH200)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,18 +10,18 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
 // TestNVMLFaults reads the inventory through the NVML child from a fake
-// NVML built here from C (nodeprep/drivertest): one GPU, and only the
+// NVML built here from C (nodeprep/testenv/fakedriver): one GPU, and only the
 // handful of functions in csrc/nvml.c, so every other query is a symbol
 // the library lacks. FAKE_FAULT and FAKE_NVML_AT make its nvmlInit_v2 or
 // its nvmlDeviceGetName hang, abort or segfault.
 func TestNVMLFaults(t *testing.T) {
 	t.Parallel()
-	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVML)
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestNVMLFaults(t *testing.T) {
 // BenchmarkNVMLChild is the cost of reading NVML in a child: one
 // fork+exec of this test binary, the fake NVML's inventory, the report.
 func BenchmarkNVMLChild(b *testing.B) {
-	lib, _, err := drivertest.Build(b.TempDir(), drivertest.NVML)
+	lib, _, err := fakedriver.Build(b.TempDir(), fakedriver.NVML)
 	if err != nil {
 		b.Fatal(err)
 	}

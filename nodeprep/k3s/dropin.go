@@ -64,7 +64,7 @@ type Options struct {
 	AllowOverride bool
 	// Reserved, when set, names what nodeprep derives a label key from
 	// ("the self-test"), or returns "" for a key it does not derive
-	// (nodeprep.DerivedLabelSource): a node-label entry of k3s's own files
+	// (nodepolicy.DerivedLabelSource): a node-label entry of k3s's own files
 	// or arguments with such a key is a conflict, as an override is, since
 	// it would register the node with nodeprep's verdict without nodeprep's
 	// check (nodeprep.dev/gpu-ready=true by hand, say).

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/nvruntime"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // TestRealRuntimeReadsSpec runs the real nvidia-container-runtime and
@@ -24,12 +24,12 @@ import (
 // which handler serves the patched spec is the runtime's own behaviour.
 func TestRealRuntimeReadsSpec(t *testing.T) {
 	if os.Geteuid() != 0 {
-		realtest.Unavailable(t, errors.New("the runtime in a private mount namespace needs root"))
+		upstream.Unavailable(t, errors.New("the runtime in a private mount namespace needs root"))
 	}
 	if _, err := exec.LookPath("unshare"); err != nil {
-		realtest.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
+		upstream.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
 	}
-	versions := map[string]nvruntime.Version{realtest.Toolkit117: {Major: 1, Minor: 17, Patch: 8}, realtest.Toolkit120: {Major: 1, Minor: 20, Patch: 2}}
+	versions := map[string]nvruntime.Version{upstream.Toolkit117: {Major: 1, Minor: 17, Patch: 8}, upstream.Toolkit120: {Major: 1, Minor: 20, Patch: 2}}
 	configs := []struct {
 		name, toml string
 	}{
@@ -40,8 +40,8 @@ func TestRealRuntimeReadsSpec(t *testing.T) {
 		{"mode cdi, other default kind", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"SPECS\"]\ndefault-kind = \"example.com/gpu\""},
 	}
 	requests := map[nvruntime.Request]string{nvruntime.RequestIDs: "GPU-1", nvruntime.RequestQualified: "nvidia.com/gpu=GPU-1"}
-	for _, tk := range realtest.Toolkits {
-		dir := realtest.Dir(t, tk)
+	for _, tk := range upstream.Toolkits {
+		dir := upstream.Dir(t, tk)
 		for _, program := range []string{nvruntime.Program, nvruntime.ProgramCDI} {
 			for _, cfg := range configs {
 				for req, value := range requests {

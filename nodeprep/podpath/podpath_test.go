@@ -17,12 +17,12 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // The device plugin's deviceListStrategy values (NVIDIA k8s-device-plugin,
@@ -58,9 +58,9 @@ type setup struct {
 }
 
 var setups = []setup{
-	{"1.17", realtest.Toolkit117, "nixos-h200-ctk117", "old", "nvidia-container-toolkit 1.17.8, NixOS's older generator unit"},
-	{"1.20", realtest.Toolkit120, "nixos-h200", "new", "nvidia-container-toolkit 1.20.2, NixOS's newer generator unit (--disable-hook create-symlinks)"},
-	{"1.20-hooks", realtest.Toolkit120, "nixos-h200-hooks", "new-hooks", "nvidia-container-toolkit 1.20.2, the newer unit with disable-hooks = [ ] (create-symlinks hooks in the spec)"},
+	{"1.17", upstream.Toolkit117, "nixos-h200-ctk117", "old", "nvidia-container-toolkit 1.17.8, NixOS's older generator unit"},
+	{"1.20", upstream.Toolkit120, "nixos-h200", "new", "nvidia-container-toolkit 1.20.2, NixOS's newer generator unit (--disable-hook create-symlinks)"},
+	{"1.20-hooks", upstream.Toolkit120, "nixos-h200-hooks", "new-hooks", "nvidia-container-toolkit 1.20.2, the newer unit with disable-hooks = [ ] (create-symlinks hooks in the spec)"},
 }
 
 // TestRealPodPath plays the kubelet on the pinned components for every
@@ -68,7 +68,7 @@ var setups = []setup{
 // in docs/pod-path.md (-update rewrites it).
 func TestRealPodPath(t *testing.T) {
 	if os.Geteuid() != 0 {
-		realtest.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
+		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
 	}
 	rootfs := testkit.ContainerRootfs(t)
 	icd, egl := testkit.Mesa(t)
@@ -84,14 +84,14 @@ func TestRealPodPath(t *testing.T) {
 	for _, su := range setups {
 		t.Run(su.name, func(t *testing.T) {
 			tk := su.name
-			tkDir := realtest.Dir(t, su.toolkit)
+			tkDir := upstream.Dir(t, su.toolkit)
 			root := mesaHost(t, su, tkDir, icd, egl)
 			// The generator's specs as they are, before nodeprep: the control.
 			cdiDir := filepath.Join(t.TempDir(), "cdi")
 			reroot(t, root, cdiDir)
 			writeRuntimeConfig(t, root, tkDir, cdiDir)
-			c := realtest.StartContainerd(t, realtest.ContainerdConfig{
-				Runtimes: []realtest.Runtime{
+			c := upstream.StartContainerd(t, upstream.ContainerdConfig{
+				Runtimes: []upstream.Runtime{
 					{Name: "runc", BinaryName: lookPath(t, "runc")},
 					{Name: "nvidia", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime")},
 					{Name: "nvidia-cdi", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime.cdi")},
@@ -141,7 +141,7 @@ func TestRealPodPath(t *testing.T) {
 // runPod runs the Vulkan and the EGL probe in one host-network pod on
 // handler, the container asking for g as the device plugin's strategy
 // hands it over, and returns "works" or the reason it does not.
-func runPod(t *testing.T, c *realtest.ContainerdInstance, g gpu.GPU, handler, strategy, root string) string {
+func runPod(t *testing.T, c *upstream.ContainerdInstance, g gpu.GPU, handler, strategy, root string) string {
 	logs := t.TempDir()
 	// The subtest's name ("1.20/runc/cdi-cri") names the pod.
 	_, rest, _ := strings.Cut(t.Name(), "/")
@@ -203,7 +203,7 @@ func runPod(t *testing.T, c *realtest.ContainerdInstance, g gpu.GPU, handler, st
 
 // runProbe creates and starts one probe container in the pod and returns
 // its report line, or why there is none.
-func runProbe(t *testing.T, c *realtest.ContainerdInstance, podID, podFile, logs string, g gpu.GPU, api, strategy string, req selftest.ProbeRequest) ([]byte, string) {
+func runProbe(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs string, g gpu.GPU, api, strategy string, req selftest.ProbeRequest) ([]byte, string) {
 	reqJSON, _ := json.Marshal(req)
 	ctr := map[string]any{
 		"metadata": map[string]any{"name": api},
@@ -314,7 +314,7 @@ func mesaHost(t *testing.T, h setup, tkDir, icdManifest, eglManifest string) str
 	for _, l := range []string{"libEGL.so.1.1.0", "libGLX.so.0.0.0", "libOpenGL.so.0.0.0", "libGLdispatch.so.0.0.0"} {
 		copyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), root+glvndStore+"/lib/"+l)
 	}
-	nvml, _, err := drivertest.Build(t.TempDir(), drivertest.NVMLDGXH200)
+	nvml, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVMLDGXH200)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,10 +478,10 @@ func buildImages(t *testing.T, rootfs string) []string {
 		t.Fatalf("building nodeprep-probe: %v\n%s", err, out)
 	}
 	archives := []string{filepath.Join(dir, "pause.tar"), filepath.Join(dir, "probe.tar")}
-	if err := realtest.WriteOCIArchive(archives[0], realtest.Image{Ref: pauseImage, Layers: []string{pause}, Entrypoint: []string{"/pause"}}); err != nil {
+	if err := upstream.WriteOCIArchive(archives[0], upstream.Image{Ref: pauseImage, Layers: []string{pause}, Entrypoint: []string{"/pause"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := realtest.WriteOCIArchive(archives[1], realtest.Image{Ref: probeImage, Layers: []string{rootfs, deps, probe}}); err != nil {
+	if err := upstream.WriteOCIArchive(archives[1], upstream.Image{Ref: probeImage, Layers: []string{rootfs, deps, probe}}); err != nil {
 		t.Fatal(err)
 	}
 	return archives
@@ -681,7 +681,7 @@ func lookPath(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		realtest.Unavailable(t, err)
+		upstream.Unavailable(t, err)
 	}
 	return p
 }

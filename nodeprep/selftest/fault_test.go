@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestDriverFaults runs the real probes against fake drivers built here
-// from C (nodeprep/drivertest): a Vulkan ICD and an EGL vendor library
+// from C (nodeprep/testenv/fakedriver): a Vulkan ICD and an EGL vendor library
 // that hang, abort, segfault, flood stderr with 1 GiB, start a daemon in
 // its own session, or print the NVIDIA driver's own complaint. The other
 // API gets its Mesa driver, and a simulated inventory with CPU stand-ins,

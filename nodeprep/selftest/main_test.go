@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child"
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // childEnv marks a re-executed test binary as a probe child: TestMain then
@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 
 // Real components on this kind of host: Mesa's lavapipe and Mesa EGL,
 // from VK_DRIVER_FILES / __EGL_VENDOR_LIBRARY_FILENAMES or this
-// architecture's Debian paths (drivertest.Mesa).
-var lavapipeICD, mesaEGL, _ = drivertest.Mesa(os.Getenv)
+// architecture's Debian paths (fakedriver.Mesa).
+var lavapipeICD, mesaEGL, _ = fakedriver.Mesa(os.Getenv)
 
 // driverEnv is the test process's environment without any driver
 // override, plus the child marker and the given "KEY=value" entries: the

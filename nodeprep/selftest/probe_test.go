@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
 // realInventory is one NVML GPU, as on a real host.
@@ -143,7 +143,7 @@ func TestRealProbeFailures(t *testing.T) {
 	}
 	// A real ICD library that opens but refuses the loader (the fake
 	// with no fault).
-	fakeICD, fakeManifest, err := drivertest.Build(t.TempDir(), drivertest.ICD)
+	fakeICD, fakeManifest, err := fakedriver.Build(t.TempDir(), fakedriver.ICD)
 	if err != nil {
 		t.Fatal(err)
 	}

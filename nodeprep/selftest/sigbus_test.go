@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestSIGBUSOnFullShaderCache: a driver that writes its shader cache

@@ -18,6 +18,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 func newCDICommand(g *globals) *cobra.Command {
@@ -99,7 +100,7 @@ func (f *repatchFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report up wrote: read for the node's GPUs, its cdi stage judged again and rewritten when the verdict or a spec changes (\"\" = none)")
 	fs.StringVar(&f.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter, rewritten with the status (default: up.metricsFile)")
-	fs.StringSliceVar(&f.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the specs must serve per GPU of the status report: uuid and/or index")
+	fs.StringSliceVar(&f.deviceNames, "device-names", []string{nodepolicy.DeviceNameUUID}, "device names the specs must serve per GPU of the status report: uuid and/or index")
 }
 
 // options resolves the flags over the config file.
@@ -321,7 +322,7 @@ nothing. Each error about a missing mount or the cdiVersion is one change
 	}
 	o.specFlags.add(cmd)
 	o.inv.add(cmd.Flags())
-	cmd.Flags().StringSliceVar(&o.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the spec must serve per GPU: uuid and/or index")
+	cmd.Flags().StringSliceVar(&o.deviceNames, "device-names", []string{nodepolicy.DeviceNameUUID}, "device names the spec must serve per GPU: uuid and/or index")
 	return cmd
 }
 
@@ -338,12 +339,12 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	inv, err := o.inv.inventory(g, cmd.Flags())
 	switch {
 	case err == nil:
-		expect, err = nodeprep.ExpectedCDIDevices(inv, flagOr(cmd.Flags(), "device-names", o.deviceNames, g.cfg.CDI.DeviceNames))
+		expect, err = nodepolicy.ExpectedCDIDevices(inv, flagOr(cmd.Flags(), "device-names", o.deviceNames, g.cfg.CDI.DeviceNames))
 		if err != nil {
 			return err
 		}
 		opts.Discover.DriverVersion = inv.DriverVersion
-		extra = append(extra, nodeprep.InventoryFindings(inv)...)
+		extra = append(extra, nodepolicy.InventoryFindings(inv)...)
 	case errors.Is(err, fault.ErrUnavailable):
 		extra = append(extra, cdi.Finding{Severity: cdi.SeverityWarning, Code: inventoryFinding, Message: fmt.Sprintf("device names not checked: %v", err)})
 	default:

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // runCLI runs nodeprep in-process and returns its output and exit code.

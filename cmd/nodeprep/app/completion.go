@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // flagValues are the flags whose values are a closed set: shell completion
@@ -15,9 +15,9 @@ func flagValues() map[string][]string {
 	return map[string][]string{
 		"simulate":            gpu.SimulatedNames(),
 		"output":              {"text", "json", "yaml"},
-		"device-names":        {nodeprep.DeviceNameUUID, nodeprep.DeviceNameIndex},
-		"on-selftest-failure": {nodeprep.PolicyBlock, nodeprep.PolicyTaint},
-		"mig-strategy":        {nodeprep.MIGStrategyNone, nodeprep.MIGStrategySingle, nodeprep.MIGStrategyMixed},
+		"device-names":        {nodepolicy.DeviceNameUUID, nodepolicy.DeviceNameIndex},
+		"on-selftest-failure": {nodepolicy.PolicyBlock, nodepolicy.PolicyTaint},
+		"mig-strategy":        {nodepolicy.MIGStrategyNone, nodepolicy.MIGStrategySingle, nodepolicy.MIGStrategyMixed},
 		"arch":                knownArches,
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi"
-	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
-	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
+	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
 )
 
 // containerFlags are the in-container self-test's flags (`selftest
@@ -32,7 +32,7 @@ type containerFlags struct {
 // not have it already (`up` has the cdi commands' --spec).
 func (c *containerFlags) add(f *pflag.FlagSet, withSpec bool) {
 	f.BoolVar(&c.enabled, "container", false, "also run the probe inside an OCI container started with the CDI spec's devices (needs --rootfs)")
-	f.StringVar(&c.runtime, "oci-runtime", "", "OCI runtime for --container: a path or a name in PATH (default: runc, else crun, else "+ctrtest.K3sRunc+")")
+	f.StringVar(&c.runtime, "oci-runtime", "", "OCI runtime for --container: a path or a name in PATH (default: runc, else crun, else "+container.K3sRunc+")")
 	f.StringVar(&c.rootfs, "rootfs", "", "root file system of the --container image on this machine: a Vulkan loader and libglvnd, no driver (scripts/make-test-rootfs.sh)")
 	f.BoolVar(&c.perGPU, "per-gpu", false, "with --container, one container per GPU with only its device (default: one with every GPU's)")
 	if withSpec {
@@ -45,21 +45,21 @@ func (c *containerFlags) add(f *pflag.FlagSet, withSpec bool) {
 // path when the command has its own --spec ("" reads this struct's flag).
 // The self-test's timeout, EGL and CPU-adapter settings are the host
 // self-test's, resolved the same way.
-func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags, simulated bool, spec string) (ctrtest.Options, bool, error) {
+func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags, simulated bool, spec string) (container.Options, bool, error) {
 	cfg := g.cfg.Selftest
 	if !flagOr(f, "container", c.enabled, cfg.Container) {
-		return ctrtest.Options{}, false, nil
+		return container.Options{}, false, nil
 	}
 	rootfs := flagOr(f, "rootfs", c.rootfs, cfg.Rootfs)
 	if rootfs == "" {
-		return ctrtest.Options{}, false, fault.Usage(errors.New("--container needs --rootfs (or selftest.rootfs in the config file): the image the probe runs in"))
+		return container.Options{}, false, fault.Usage(errors.New("--container needs --rootfs (or selftest.rootfs in the config file): the image the probe runs in"))
 	}
 	if spec == "" {
 		spec = flagOr(f, "spec", c.spec, g.cfg.CDI.Spec)
 	}
 	exe, lean, err := childExecutable()
 	if err != nil {
-		return ctrtest.Options{}, false, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe container: %w", err))
+		return container.Options{}, false, fault.Unavailable(fmt.Errorf("finding nodeprep's own executable for the probe container: %w", err))
 	}
 	g.log.Debug("in-container probe", "executable", exe, "lean", lean)
 	requireEGL := true
@@ -76,10 +76,10 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	if !simulated {
 		handler = podHandler(g)
 	}
-	return ctrtest.Options{
+	return container.Options{
 		Handler:         handler,
 		Binary:          exe,
-		ProbeArgs:       []string{childcmd.Probe},
+		ProbeArgs:       []string{serve.Probe},
 		Rootfs:          rootfs,
 		Runtime:         flagOr(f, "oci-runtime", c.runtime, cfg.OCIRuntime),
 		Spec:            spec,
@@ -96,13 +96,13 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 // fields, plus the in-container self-test as its own section.
 type selftestReport struct {
 	*selftest.Report `yaml:",inline"`
-	Container        *ctrtest.Report `json:"container,omitempty" yaml:"container,omitempty"`
+	Container        *container.Report `json:"container,omitempty" yaml:"container,omitempty"`
 }
 
 // runContainerSelftest runs the in-container self-test after the host's
 // (rep) and prints both, the in-container one as the `container` section.
-func runContainerSelftest(ctx context.Context, g *globals, inv *gpu.Inventory, rep *selftest.Report, opts ctrtest.Options) error {
-	crep, err := ctrtest.Run(ctx, g.host, inv, opts)
+func runContainerSelftest(ctx context.Context, g *globals, inv *gpu.Inventory, rep *selftest.Report, opts container.Options) error {
+	crep, err := container.Run(ctx, g.host, inv, opts)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func runContainerSelftest(ctx context.Context, g *globals, inv *gpu.Inventory, r
 // selftestExit: nil when it passed, else its Err (fault.ErrUnavailable for
 // a missing runtime, rootfs or image library, fault.ErrCheckFailed
 // otherwise), silent when the text report already shows the reasons.
-func containerExit(rep *ctrtest.Report, printed bool) error {
+func containerExit(rep *container.Report, printed bool) error {
 	err := rep.Err()
 	if err != nil && printed {
 		return silent(err)
@@ -136,7 +136,7 @@ func containerExit(rep *ctrtest.Report, printed bool) error {
 // runtime, each container's devices and probes, and the verdict. What was
 // adapted for a host tree is one note line per container (noteSummary);
 // verbose lists each adaptation.
-func writeContainerText(w io.Writer, r *ctrtest.Report, verbose bool) error {
+func writeContainerText(w io.Writer, r *container.Report, verbose bool) error {
 	ew := &selftestWriter{w: w}
 	runtime := selftestOr(r.Runtime, "none")
 	if r.RuntimeVersion != "" {
@@ -189,7 +189,7 @@ func (i *indent) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// noteSummary says in one line what a container's notes (ctrtest's
+// noteSummary says in one line what a container's notes (the container self-test's
 // adaptations for a host tree) come to: "24 device nodes not created, 2
 // hooks not run, 1 other (a host tree; -v lists them)".
 func noteSummary(notes []string) string {

@@ -12,9 +12,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 func TestContainerUsage(t *testing.T) {
@@ -32,7 +32,7 @@ func TestSelftestReportShape(t *testing.T) {
 	t.Parallel()
 	both := selftestReport{
 		Report:    &selftest.Report{Passed: true, Matches: []selftest.Match{}},
-		Container: &ctrtest.Report{Passed: false, Runtime: "/usr/sbin/runc", Containers: []ctrtest.Container{}},
+		Container: &container.Report{Passed: false, Runtime: "/usr/sbin/runc", Containers: []container.Container{}},
 	}
 	j, err := json.Marshal(both)
 	if err != nil {
@@ -67,31 +67,31 @@ func TestContainerExit(t *testing.T) {
 		kind selftest.ReasonKind
 		code int
 	}{
-		{"runtime missing", ctrtest.ReasonRuntimeMissing, ExitUnavailable},
-		{"rootfs missing", ctrtest.ReasonRootfsUnavailable, ExitUnavailable},
-		{"device unresolvable", ctrtest.ReasonCDIUnresolvable, ExitCheckFailed},
-		{"mount source missing", ctrtest.ReasonMountSourceMissing, ExitCheckFailed},
+		{"runtime missing", container.ReasonRuntimeMissing, ExitUnavailable},
+		{"rootfs missing", container.ReasonRootfsUnavailable, ExitUnavailable},
+		{"device unresolvable", container.ReasonCDIUnresolvable, ExitCheckFailed},
+		{"mount source missing", container.ReasonMountSourceMissing, ExitCheckFailed},
 		{"no driver", selftest.ReasonIncompatibleDriver, ExitCheckFailed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := containerExit(&ctrtest.Report{Reasons: []selftest.Reason{{Kind: tc.kind, Message: "m"}}}, false)
-			if got := ExitCode(err); got != tc.code || !errors.Is(err, ctrtest.ErrFailed) {
+			err := containerExit(&container.Report{Reasons: []selftest.Reason{{Kind: tc.kind, Message: "m"}}}, false)
+			if got := ExitCode(err); got != tc.code || !errors.Is(err, container.ErrFailed) {
 				t.Errorf("exit %d (%v), want %d wrapping ErrFailed", got, err, tc.code)
 			}
 		})
 	}
-	if err := containerExit(&ctrtest.Report{Passed: true}, true); err != nil {
+	if err := containerExit(&container.Report{Passed: true}, true); err != nil {
 		t.Errorf("passed: %v", err)
 	}
 }
 
 func TestContainerText(t *testing.T) {
 	t.Parallel()
-	rep := &ctrtest.Report{
+	rep := &container.Report{
 		Runtime: "/usr/sbin/runc", Rootfs: "/rootfs", Spec: "/var/run/cdi/nvidia-container-toolkit.json",
-		Containers: []ctrtest.Container{{
+		Containers: []container.Container{{
 			Devices: []string{"nvidia.com/gpu=GPU-x"}, Notes: []string{"device node /dev/nvidia0 not created"}, DurationMS: 90,
 			Selftest: &selftest.Report{Passed: true, Vulkan: selftest.VulkanReport{Loader: "libvulkan.so.1"}, EGL: selftest.EGLReport{Library: "libEGL.so.1"}},
 		}},
@@ -124,7 +124,7 @@ func TestContainerNoteSummary(t *testing.T) {
 		notes = append(notes, fmt.Sprintf("device node /dev/nvidia%d (host /dev/nvidia%d) not created: not a character device (a host tree)", i, i))
 	}
 	notes = append(notes, "hook /usr/bin/nvidia-cdi-hook update-ldcache not run: not an executable here (a host tree)", "the probe runs as /nodeprep")
-	rep := &ctrtest.Report{Containers: []ctrtest.Container{{Devices: []string{"nvidia.com/gpu=all"}, Notes: notes}}}
+	rep := &container.Report{Containers: []container.Container{{Devices: []string{"nvidia.com/gpu=all"}, Notes: notes}}}
 	var quiet, verbose bytes.Buffer
 	if err := writeContainerText(&quiet, rep, false); err != nil {
 		t.Fatal(err)
@@ -159,8 +159,8 @@ func TestSelftestContainerRuntimeMissing(t *testing.T) {
 		t.Fatalf("%v, want exit %d; stderr %s", err, ExitUnavailable, stderr.String())
 	}
 	var got struct {
-		Passed    bool            `json:"passed"`
-		Container *ctrtest.Report `json:"container"`
+		Passed    bool              `json:"passed"`
+		Container *container.Report `json:"container"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
@@ -168,7 +168,7 @@ func TestSelftestContainerRuntimeMissing(t *testing.T) {
 	if !got.Passed {
 		t.Errorf("the host self-test failed: %s", stdout.String())
 	}
-	if c := got.Container; c == nil || c.Passed || len(c.Reasons) != 1 || c.Reasons[0].Kind != ctrtest.ReasonRuntimeMissing {
+	if c := got.Container; c == nil || c.Passed || len(c.Reasons) != 1 || c.Reasons[0].Kind != container.ReasonRuntimeMissing {
 		t.Errorf("container section %+v, want one runtime-missing reason", c)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestDocsUpToDate: the command reference under docs/cli and the man pages

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // documentedExitCodes reads docs/exit-codes.md's table: code → meaning.

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
@@ -27,10 +27,10 @@ type Extension func(*Env) *cobra.Command
 type Env struct{ g *globals }
 
 // Config is the configuration: defaults, then the config file.
-func (e *Env) Config() nodeprep.Config { return e.g.cfg }
+func (e *Env) Config() config.Config { return e.g.cfg }
 
 // ConfigName is the config file's path for messages: as the user gave it
-// with --config, else where nodeprep.DefaultConfigPath is under --root on
+// with --config, else where config.DefaultPath is under --root on
 // this machine.
 func (e *Env) ConfigName() string { return e.g.configName() }
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // pathFlags are the flags that name host paths: they must be absolute.
@@ -22,7 +22,7 @@ var pathFlags = []string{"spec", "spec-dir", "driver-root", "glvnd-dir", "k3s-co
 var knownArches = []string{"amd64", "arm64"}
 
 // checkFlags validates the values the flag types cannot, for the flags given
-// on the command line: the same rules nodeprep.Config.Validate applies to
+// on the command line: the same rules config.Config.Validate applies to
 // the config file, but a bad flag is a usage error (exit 2), checked before
 // anything is read or written.
 func checkFlags(fs *pflag.FlagSet) error {
@@ -43,12 +43,12 @@ func checkFlags(fs *pflag.FlagSet) error {
 		}
 	}
 	if f := fs.Lookup("device-names"); f != nil && f.Changed {
-		if err := nodeprep.CheckDeviceNames(f.Value.(pflag.SliceValue).GetSlice()); err != nil {
+		if err := nodepolicy.CheckDeviceNames(f.Value.(pflag.SliceValue).GetSlice()); err != nil {
 			errs = append(errs, fmt.Errorf("--device-names: %w", err))
 		}
 	}
 	if f := fs.Lookup("on-selftest-failure"); f != nil && f.Changed {
-		if err := nodeprep.CheckPolicy(f.Value.String()); err != nil {
+		if err := nodepolicy.CheckPolicy(f.Value.String()); err != nil {
 			errs = append(errs, fmt.Errorf("--on-selftest-failure: %w", err))
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
+	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
@@ -51,7 +51,7 @@ func (f *inventoryFlags) check(fs *pflag.FlagSet) error {
 
 // inventory builds the inventory from the simulated server (--simulate) or
 // from NVML, loaded from --nvml-lib, else the config's nvml.library, else
-// through the dynamic linker, in a child process (childcmd.Inventory,
+// through the dynamic linker, in a child process (serve.Inventory,
 // served by childExecutable) bounded by --nvml-timeout (nvml.timeout) and
 // the command's context.
 func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventory, error) {
@@ -76,18 +76,18 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{childcmd.Inventory, "--" + childcmd.ReportPipeFlag}}, lib, timeout)
+	inv, err := gpu.FromNVMLChild(ctx, gpu.Child{Path: exe, Args: []string{serve.Inventory, "--" + serve.ReportPipeFlag}}, lib, timeout)
 	return inv, nvmlHint(err, hostSysfs())
 }
 
 // newInventoryCommand is the hidden NVML child: `nodeprep __inventory
 // --report-pipe REQUEST` reads the inventory in this process and reports
-// it on the report pipe (childcmd.Serve, which nodeprep-probe serves
+// it on the report pipe (serve.Serve, which nodeprep-probe serves
 // too). Like __probe, it skips the global setup.
 func newInventoryCommand(g *globals) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    childcmd.Inventory + " REQUEST",
+		Use:    serve.Inventory + " REQUEST",
 		Short:  "Read the GPU inventory from NVML (internal: the NVML child process)",
 		Hidden: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -95,9 +95,9 @@ func newInventoryCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			return childcmd.Serve(childcmd.Args{Command: childcmd.Inventory, ReportPipe: onPipe, Requests: args}, g.streams.Out)
+			return serve.Serve(serve.Args{Command: serve.Inventory, ReportPipe: onPipe, Requests: args}, g.streams.Out)
 		},
 	}
-	cmd.Flags().BoolVar(&onPipe, childcmd.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
+	cmd.Flags().BoolVar(&onPipe, serve.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
 	return cmd
 }

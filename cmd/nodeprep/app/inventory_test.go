@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep/drivertest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
 // TestInventoryLibraryFromConfig checks that nvml.library in the config file
@@ -41,7 +41,7 @@ func TestInventoryLibraryFromConfig(t *testing.T) {
 // non-positive flag is a usage error. Not parallel: it sets the fake's
 // environment, which the NVML child inherits.
 func TestInventoryTimeoutFromConfig(t *testing.T) {
-	lib, _, err := drivertest.Build(t.TempDir(), drivertest.NVML)
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVML)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
 )
 
 // joinFlags are the drop-in flags `join` and `up` share.
@@ -49,7 +50,7 @@ func (o *joinFlags) add(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.labels, "label", nil, "extra node label key=value (repeatable; a key nodeprep derives, such as nvidia.com/gpu.count or nodeprep.dev/selftest, is refused)")
 	f.StringArrayVar(&o.taints, "taint", nil, "extra node taint key[=value]:Effect (repeatable)")
 	f.StringArrayVar(&o.k3sArgs, "k3s-arg", nil, "a k3s command-line argument, to merge as k3s would (repeatable; --node-taint=x, --node-label x; a first word server or agent names the subcommand, default agent)")
-	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodeprep.DefaultTaintString)
+	f.BoolVar(&o.noDefaultTaint, "no-default-taint", false, "do not add "+nodepolicy.DefaultTaintString)
 	f.BoolVar(&o.gfdLabels, "gfd-labels", true, "add GPU Feature Discovery's nvidia.com/ labels from the inventory (turn off when GFD runs in the cluster)")
 	f.StringVar(&o.migStrategy, "mig-strategy", "", "GPU Feature Discovery's MIG strategy for the MIG labels: none (default, as GFD's), single or mixed")
 	f.BoolVar(&o.allowOverride, "allow-override", false, "let a later drop-in or k3s argument replace or override nodeprep's labels and taints (a warning instead of an error)")
@@ -93,11 +94,11 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 	if fs.Changed("no-default-taint") {
 		defaultTaint = !o.noDefaultTaint
 	}
-	if err := k3s.CheckUnique(userLabels, nodeprep.NodeTaints(defaultTaint, userTaints)); err != nil {
+	if err := k3s.CheckUnique(userLabels, nodepolicy.NodeTaints(defaultTaint, userTaints)); err != nil {
 		return joinSettings{}, err
 	}
 	gfd := flagOr(fs, "gfd-labels", o.gfdLabels, cfg.GFDLabels == nil || *cfg.GFDLabels)
-	if err := nodeprep.CheckUserLabels(userLabels, gfd); err != nil {
+	if err := nodepolicy.CheckUserLabels(userLabels, gfd); err != nil {
 		return joinSettings{}, err
 	}
 	return joinSettings{
@@ -106,13 +107,13 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			DataDir:             flagOr(fs, "k3s-data-dir", o.k3sDataDir, cfg.K3sDataDir),
 			Env:                 env,
 			DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
-			Taints:              nodeprep.NodeTaints(defaultTaint, userTaints),
+			Taints:              nodepolicy.NodeTaints(defaultTaint, userTaints),
 			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
 			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
 			// k3s's own files and arguments may not set a label nodeprep
 			// derives, as --label may not.
-			Reserved: func(key string) string { return nodeprep.DerivedLabelSource(key, gfd) },
+			Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },
 		},
 		gfd:   gfd,
 		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),
@@ -190,10 +191,10 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 		}
 		report.Simulated = inv.Simulated
 	}
-	if err := nodeprep.CheckMIGStrategy(js.mig); err != nil {
+	if err := nodepolicy.CheckMIGStrategy(js.mig); err != nil {
 		return fault.Usage(err)
 	}
-	labels, err := nodeprep.NodeLabels(inv, nodeprep.NodeLabelOptions{GFD: js.gfd, MIGStrategy: js.mig, Extra: js.extra})
+	labels, err := nodepolicy.NodeLabels(inv, nodepolicy.NodeLabelOptions{GFD: js.gfd, MIGStrategy: js.mig, Extra: js.extra})
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (o *joinOptions) run(cmd *cobra.Command, g *globals) error {
 	for _, w := range res.Warnings {
 		g.log.Warn(w)
 	}
-	findings, notes := nodeprep.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot)
+	findings, notes := podpath.ContainerdFindings(g.host, res, g.cfg.CDI.Spec, g.cfg.CDI.DriverRoot)
 	for _, n := range notes {
 		g.log.Debug(n)
 	}

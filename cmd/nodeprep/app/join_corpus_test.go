@@ -15,8 +15,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // k3sTree is a host tree for join: files, symlinks, directories, the k3s
@@ -287,7 +287,7 @@ func placeDropIn(t *testing.T, root string, tr k3sTree) {
 	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
 		return
 	}
-	_ = os.WriteFile(p, k3s.Render(ls, nodeprep.NodeTaints(defaultTaint, ts)), 0o600)
+	_ = os.WriteFile(p, k3s.Render(ls, nodepolicy.NodeTaints(defaultTaint, ts)), 0o600)
 }
 
 // TestK3sProperty generates host trees — config files, drop-ins that are

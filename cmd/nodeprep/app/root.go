@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -31,7 +31,7 @@ type globals struct {
 	cmd     *cobra.Command  // the command that runs (its flags name hints)
 	ctx     context.Context // the command's context (SIGTERM cancels it)
 	host    *hostfs.Root    // the host root (--root)
-	cfg     nodeprep.Config // defaults, then the config file
+	cfg     config.Config   // defaults, then the config file
 	log     *slog.Logger    // to stderr, level from -v/-q
 	// structured: log (and the final error) in slog's key=value form, with
 	// -v or under journald; else plain "nodeprep: warning: …" lines.
@@ -63,7 +63,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 
 	f := cmd.PersistentFlags()
 	f.StringVar(&g.rootDir, "root", "/", "host root: every host path is read and written under this directory")
-	f.StringVar(&g.configPath, "config", "", "config file (default "+nodeprep.DefaultConfigPath+" under --root; a missing default file means defaults)")
+	f.StringVar(&g.configPath, "config", "", "config file (default "+config.DefaultPath+" under --root; a missing default file means defaults)")
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text, json or yaml")
 	f.BoolVarP(&g.verbose, "verbose", "v", false, "log debug detail to stderr")
 	f.BoolVarP(&g.quiet, "quiet", "q", false, "log only errors to stderr")
@@ -119,19 +119,19 @@ func (g *globals) setup(cmd *cobra.Command) error {
 		return err
 	}
 	g.host = host
-	g.cfg = nodeprep.DefaultConfig(runtime.GOARCH)
+	g.cfg = config.Default(runtime.GOARCH)
 	var (
 		data []byte
 		name = g.configPath
 	)
 	if name == "" {
-		data, err = host.ReadFileLimit(nodeprep.DefaultConfigPath, nodeprep.MaxConfigSize)
+		data, err = host.ReadFileLimit(config.DefaultPath, config.MaxSize)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		name = g.configName()
 	} else {
-		data, err = hostfs.ReadRegularFile(name, nodeprep.MaxConfigSize)
+		data, err = hostfs.ReadRegularFile(name, config.MaxSize)
 	}
 	switch {
 	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, hostfs.ErrTooLarge):
@@ -139,12 +139,12 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	case err != nil:
 		return fault.Unavailable(fmt.Errorf("reading config %q: %w", name, err))
 	}
-	g.cfg, err = nodeprep.ParseConfig(name, data, g.cfg)
+	g.cfg, err = config.Parse(name, data, g.cfg)
 	return err
 }
 
 // configName is the config file as messages name it: --config as given,
-// else where the default file is on this machine (nodeprep.DefaultConfigPath
+// else where the default file is on this machine (config.DefaultPath
 // under --root: /tmp/node/etc/nodeprep/config.yaml, so that the file named
 // is the file to edit).
 func (g *globals) configName() string {
@@ -152,11 +152,11 @@ func (g *globals) configName() string {
 		return g.configPath
 	}
 	if g.host != nil {
-		if p, err := g.host.Path(nodeprep.DefaultConfigPath); err == nil {
+		if p, err := g.host.Path(config.DefaultPath); err == nil {
 			return p
 		}
 	}
-	return nodeprep.DefaultConfigPath
+	return config.DefaultPath
 }
 
 // flagOr returns the flag's value when the flag was given on the command

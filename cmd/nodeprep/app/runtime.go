@@ -8,13 +8,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi"
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
 )
 
 // runtimeFindings judges the containerd config k3s uses, and the path a GPU
-// pod takes through its runtime handlers (nodeprep.PodPaths), against the
+// pod takes through its runtime handlers (podpath.Judge), against the
 // spec `cdi check` checks, with k3s located from the config file's join
 // section (join.k3sArgs: the NixOS module writes the k3s arguments there)
 // and the environment (as `join` would without flags). Nothing is
@@ -39,7 +39,7 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	if !present && view.Effective.ContainerRuntimeEndpoint == nil {
 		return nil
 	}
-	findings, err := nodeprep.RuntimeFindings(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
+	findings, err := podpath.RuntimeFindings(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
 	}
@@ -82,7 +82,7 @@ func runtimeSpecDirs(g *globals) []string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return nil
 	}
-	opts := nodeprep.ContainerdOptions(view.DataDir, view.Effective, "", "")
+	opts := podpath.ContainerdOptions(view.DataDir, view.Effective, "", "")
 	dirs, known, err := containerd.SpecDirs(g.host, opts)
 	if err != nil || !known {
 		return nil
@@ -91,7 +91,7 @@ func runtimeSpecDirs(g *globals) []string {
 }
 
 // podHandler returns the program of the runtime handler GPU pods use
-// (nodeprep.PatchedClass, nvidia-cdi) in the containerd config k3s
+// (podpath.PatchedClass, nvidia-cdi) in the containerd config k3s
 // renders, for `selftest --container` to create its probe through, as a
 // pod's container is created: "" when the host root is not "/" (the
 // handler reads real host paths), k3s has no config or no such handler, or
@@ -108,12 +108,12 @@ func podHandler(g *globals) string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return ""
 	}
-	c, _, err := containerd.Load(g.host, nodeprep.ContainerdOptions(view.DataDir, view.Effective, "", ""))
+	c, _, err := containerd.Load(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""))
 	if err != nil || c == nil {
 		return ""
 	}
 	for _, rt := range c.Runtimes {
-		if rt.Name == nodeprep.PatchedClass && rt.BinaryName != "" && g.host.Exists(rt.BinaryName) {
+		if rt.Name == podpath.PatchedClass && rt.BinaryName != "" && g.host.Exists(rt.BinaryName) {
 			return rt.BinaryName
 		}
 	}

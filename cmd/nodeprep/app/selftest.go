@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeprep/nodeprep/nodeprep/childcmd"
+	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -67,7 +67,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 	}
 	g.log.Debug("probe child", "executable", exe, "lean", lean)
 	return []selftest.Option{
-		selftest.WithCommand(exe, childcmd.Probe, "--"+childcmd.ReportPipeFlag),
+		selftest.WithCommand(exe, serve.Probe, "--"+serve.ReportPipeFlag),
 		selftest.WithEnv(os.Environ()),
 		selftest.WithVulkanLoader(flagOr(f, "vulkan-loader", o.vulkanLoader, cfg.VulkanLoader)),
 		selftest.WithEGLLibrary(flagOr(f, "egl-lib", o.eglLib, cfg.EGLLib)),
@@ -285,14 +285,14 @@ func (e *selftestWriter) printf(format string, args ...any) {
 
 // newProbeCommand is the hidden child of the self-test: `nodeprep __probe
 // REQUEST` runs one probe (REQUEST is a selftest.ProbeRequest as JSON) and
-// prints its report as one line of JSON (childcmd.Serve, which
+// prints its report as one line of JSON (serve.Serve, which
 // nodeprep-probe serves too). It skips the global setup (config file,
 // host root): the child needs neither, and a config problem must not look
 // like a driver problem.
 func newProbeCommand(g *globals) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    childcmd.Probe + " REQUEST...",
+		Use:    serve.Probe + " REQUEST...",
 		Short:  "Run one adapter probe (internal: the self-test's child process)",
 		Hidden: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -300,15 +300,15 @@ func newProbeCommand(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			return childcmd.Serve(childcmd.Args{Command: childcmd.Probe, ReportPipe: onPipe, Requests: args}, g.streams.Out)
+			return serve.Serve(serve.Args{Command: serve.Probe, ReportPipe: onPipe, Requests: args}, g.streams.Out)
 		},
 	}
-	cmd.Flags().BoolVar(&onPipe, childcmd.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
+	cmd.Flags().BoolVar(&onPipe, serve.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
 	return cmd
 }
 
 // childExecutable is the executable that serves the driver-calling
-// children (childcmd): nodeprep-probe beside this executable when there is
+// children (child/serve): nodeprep-probe beside this executable when there is
 // one (lean true: it skips this binary's package initialisation), else
 // this executable itself (tests, `go run`, a lone binary).
 func childExecutable() (path string, lean bool, err error) {
@@ -316,7 +316,7 @@ func childExecutable() (path string, lean bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	p := filepath.Join(filepath.Dir(exe), childcmd.LeanName)
+	p := filepath.Join(filepath.Dir(exe), serve.LeanName)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 		return p, true, nil
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 func TestSelftestUsage(t *testing.T) {

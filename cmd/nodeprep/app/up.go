@@ -10,9 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
-	"github.com/nodeprep/nodeprep/nodeprep/ctrtest"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
+	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
 )
 
 // upOptions are `nodeprep up`'s flags: every stage's, plus the policy and
@@ -62,8 +63,8 @@ Exit status: 0 ready, 1 not ready, and the stage's own code for bad input
 	o.ctr.add(f, false)
 	o.inv.add(f)
 	o.node.add(f)
-	f.StringSliceVar(&o.deviceNames, "device-names", []string{nodeprep.DeviceNameUUID}, "device names the CDI spec must serve per GPU: uuid and/or index")
-	f.StringVar(&o.onSelftestFailure, "on-selftest-failure", nodeprep.PolicyBlock, "what a failed self-test does: block (exit 1, no drop-in) or taint (join tainted)")
+	f.StringSliceVar(&o.deviceNames, "device-names", []string{nodepolicy.DeviceNameUUID}, "device names the CDI spec must serve per GPU: uuid and/or index")
+	f.StringVar(&o.onSelftestFailure, "on-selftest-failure", nodepolicy.PolicyBlock, "what a failed self-test does: block (exit 1, no drop-in) or taint (join tainted)")
 	f.StringVar(&o.statusFile, "status-file", "/run/nodeprep/status.json", "host path of the status report written after every run")
 	f.StringVar(&o.metricsFile, "metrics-file", "", "host path of a Prometheus textfile for node_exporter (default: none)")
 	addWaitFlag(cmd, &o.wait)
@@ -86,7 +87,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	cdiOpts := o.specFlags.options(g, cmd)
-	var ctr *ctrtest.Options
+	var ctr *container.Options
 	if copts, ok, err := o.ctr.options(g, fs, &o.selftestFlags, o.inv.simulate != "", cdiOpts.Spec); err != nil {
 		return err
 	} else if ok {

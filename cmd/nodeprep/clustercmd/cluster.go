@@ -24,8 +24,10 @@ import (
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
+	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
 // poolFlags are the flags `cluster render` and `cluster check` share.
@@ -54,7 +56,7 @@ func (f *poolFlags) pool(env *app.Env, fs *pflag.FlagSet, what string) (cluster.
 	}
 	p := cluster.Pool{
 		Labels:      labels,
-		Taints:      nodeprep.NodeTaints(cfg.Join.DefaultTaint == nil || *cfg.Join.DefaultTaint, taints),
+		Taints:      nodepolicy.NodeTaints(cfg.Join.DefaultTaint == nil || *cfg.Join.DefaultTaint, taints),
 		Arch:        f.arch,
 		DeviceNames: cfg.CDI.DeviceNames,
 		DriverRoot:  cfg.CDI.DriverRoot,
@@ -358,7 +360,7 @@ func manifestCompletion(_ *cobra.Command, args []string, _ string) ([]cobra.Comp
 // isConfig reports whether doc (JSON) is a nodeprep config file: one that
 // ParseConfig reads without an error.
 func isConfig(doc []byte) bool {
-	_, err := nodeprep.ParseConfig("", doc, nodeprep.DefaultConfig(runtime.GOARCH))
+	_, err := config.Parse("", doc, config.Default(runtime.GOARCH))
 	return err == nil
 }
 

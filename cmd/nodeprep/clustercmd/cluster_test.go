@@ -21,7 +21,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
-	"github.com/nodeprep/nodeprep/nodeprep/testkit"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 var clusterCorpus = filepath.Join("..", "..", "..", "testdata", "cluster")

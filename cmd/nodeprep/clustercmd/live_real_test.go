@@ -13,12 +13,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
-	"github.com/nodeprep/nodeprep/nodeprep/realtest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
 // installCRDs creates KEDA's and Karpenter's CRDs, as vendored from their
 // Go modules by scripts/vendor-crds.sh, and waits until they are served.
-func installCRDs(t *testing.T, srv *realtest.APIServer) {
+func installCRDs(t *testing.T, srv *upstream.APIServer) {
 	t.Helper()
 	dir := filepath.Join(clusterCorpus, "crds")
 	for _, f := range []string{"keda.sh_scaledjobs.yaml", "keda.sh_scaledobjects.yaml", "karpenter.sh_nodepools.yaml"} {
@@ -73,7 +73,7 @@ func objectPath(obj map[string]any) string {
 // once the Node's GPUs are reported broken, and for a GPU Deployment that
 // ignores nodeprep.dev/gpu-ready.
 func TestRealClusterRenderAndLiveCheck(t *testing.T) {
-	srv := realtest.StartAPIServer(t)
+	srv := upstream.StartAPIServer(t)
 	installCRDs(t, srv)
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	js, errOut, code := clusterRun(t, "", "--config", cfg, "-o", "json", "cluster", "render",

@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
 )
 
 // TestRenderEmitsTheProvenPath: what `cluster render` hands the device
 // plugin and the workloads is the combination issue 18's pod-path matrix
 // proves (deviceListStrategy envvar on the nvidia-cdi runtime class), the
-// class the node's pod-path check (nodeprep.PodPaths) calls the one that
+// class the node's pod-path check (podpath.Judge) calls the one that
 // serves the patched spec; and `cluster check` on the render passes.
 func TestRenderEmitsTheProvenPath(t *testing.T) {
 	t.Parallel()
-	if cluster.PatchedRuntimeClass != nodeprep.PatchedClass {
-		t.Fatalf("cluster renders %q, the node proves %q", cluster.PatchedRuntimeClass, nodeprep.PatchedClass)
+	if cluster.PatchedRuntimeClass != podpath.PatchedClass {
+		t.Fatalf("cluster renders %q, the node proves %q", cluster.PatchedRuntimeClass, podpath.PatchedClass)
 	}
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--node-class=karpenter.k8s.aws/EC2NodeClass/gpu",

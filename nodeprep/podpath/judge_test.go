@@ -1,0 +1,121 @@
+package podpath_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/containerd"
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/podpath"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
+)
+
+// overFHS copies testdata/hosts/fhs-ubuntu (a good spec in /var/run/cdi)
+// and lays testdata/hosts/<scenario> over it.
+func overFHS(t *testing.T, scenario string) *hostfs.Root {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "root")
+	for _, cmd := range [][]string{
+		{"cp", "-a", testkit.Testdata(t, "hosts", "fhs-ubuntu"), dst},
+		{"cp", "-a", testkit.Testdata(t, "hosts", scenario) + "/.", dst},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	root, err := hostfs.New(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestPodPaths judges each host tree's runtime handlers the way the NVIDIA
+// runtime treats a pod of the device plugin's envvar strategy
+// (nodeprep/nvruntime's real-runtime test pins those rules).
+func TestPodPaths(t *testing.T) {
+	t.Parallel()
+	const spec = "/var/run/cdi/nvidia-container-toolkit.json"
+	type want struct {
+		code string
+		sev  cdi.Severity
+		msg  string
+	}
+	tests := []struct {
+		scenario string
+		served   []string // handlers whose pods get the patched spec
+		want     []want
+	}{
+		{scenario: "k3s-containerd-ok", served: []string{"nvidia-cdi"}, want: []want{
+			{podpath.CodeBypass, cdi.SeverityWarning, "runtimeClassName nvidia and the device plugin's envvar strategy"},
+		}},
+		{scenario: "nvruntime-auto-only", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "it picks jit-cdi or legacy"},
+			{podpath.CodeNone, cdi.SeverityError, "give pods runtimeClassName nvidia-cdi"},
+		}},
+		{scenario: "nvruntime-mode-cdi", served: []string{"nvidia"}},
+		{scenario: "nvruntime-spec-dirs", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "runtimeClassName nvidia and"},
+			{podpath.CodeBypass, cdi.SeverityError, `reads specs from ["/etc/cdi"]`},
+			{podpath.CodeNone, cdi.SeverityError, ""},
+		}},
+		{scenario: "nvruntime-default-kind", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "runtimeClassName nvidia and"},
+			{podpath.CodeBypass, cdi.SeverityError, "k8s.device-plugin.nvidia.com/gpu=<id>"},
+			{podpath.CodeNone, cdi.SeverityError, ""},
+		}},
+		{scenario: "nvruntime-cdi-handler-plain", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "runtimeClassName nvidia and"},
+			{podpath.CodeBypass, cdi.SeverityError, "point the nvidia-cdi handler's BinaryName at /usr/bin/nvidia-container-runtime.cdi"},
+			{podpath.CodeNone, cdi.SeverityError, ""},
+		}},
+		{scenario: "nvruntime-bad-config", want: []want{
+			{podpath.CodeNVRuntimeConfig, cdi.SeverityError, "/etc/nvidia-container-runtime/config.toml"},
+		}},
+		{scenario: "nvruntime-nixos-117", served: []string{"nvidia-cdi"}, want: []want{
+			{podpath.CodeBypass, cdi.SeverityWarning, "it picks legacy (toolkit 1.17.8, before 1.18)"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			t.Parallel()
+			root := overFHS(t, tt.scenario)
+			c, _, err := containerd.Load(root, containerd.Options{DataDir: "/var/lib/rancher/k3s"})
+			if err != nil || c == nil {
+				t.Fatalf("containerd.Load = %v, %v", c, err)
+			}
+			rep := podpath.Judge(root, c, "", spec)
+			var served []string
+			for _, p := range rep.Paths {
+				if p.PatchedSpec {
+					served = append(served, p.Handler)
+				}
+			}
+			if !slices.Equal(served, tt.served) {
+				t.Errorf("handlers serving the patched spec %v, want %v (%+v)", served, tt.served, rep.Paths)
+			}
+			if len(rep.Findings) != len(tt.want) {
+				t.Fatalf("findings %v, want %d", rep.Findings, len(tt.want))
+			}
+			for i, w := range tt.want {
+				f := rep.Findings[i]
+				if f.Code != w.code || f.Severity != w.sev || !strings.Contains(f.Message, w.msg) {
+					t.Errorf("finding %d = %v, want %s %s containing %q", i, f, w.sev, w.code, w.msg)
+				}
+			}
+		})
+	}
+}
+
+// TestPodPathsNoConfig: before k3s wrote its containerd config (or with an
+// external runtime) nothing is judged.
+func TestPodPathsNoConfig(t *testing.T) {
+	t.Parallel()
+	if rep := podpath.Judge(overFHS(t, "nvruntime-auto-only"), nil, "", "/var/run/cdi/x.json"); len(rep.Findings) > 0 || len(rep.Paths) > 0 {
+		t.Errorf("Judge(nil config) = %+v", rep)
+	}
+}
