@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -193,5 +194,69 @@ func TestQuietCheckSeesCgoFiles(t *testing.T) {
 	got := noisyLines(t, pkgs[0])
 	if len(got) != 1 || !strings.Contains(got[0], "shim.go:8 uses os.Getenv(") {
 		t.Errorf("noisy lines %q, want shim.go:8's os.Getenv", got)
+	}
+}
+
+// TestLayoutMatchesDevelopmentDoc holds docs/development.md's layout
+// table against the code: every package of the module has a row, every
+// row names a package, and a package imports only the rooms of nodeprep
+// its row names ("every `nodeprep/*` product room" allows any room under
+// nodeprep/ outside nodeprep/testenv/). Tests' own imports are not
+// judged: a test may import the harness and any room it tests through.
+func TestLayoutMatchesDevelopmentDoc(t *testing.T) {
+	const mod = "github.com/nodeprep/nodeprep"
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "development.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := strings.Index(string(page), "<!-- layout:begin -->"), strings.Index(string(page), "<!-- layout:end -->")
+	if begin < 0 || end < begin {
+		t.Fatal("docs/development.md has no <!-- layout:begin --> … <!-- layout:end --> table")
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	type row struct {
+		allowed map[string]bool
+		anyRoom bool
+		seen    bool
+	}
+	rows := map[string]*row{}
+	for _, line := range strings.Split(string(page[begin:end]), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		room := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		r := &row{allowed: map[string]bool{}, anyRoom: strings.Contains(cells[3], "every `nodeprep/*` product room")}
+		for _, m := range code.FindAllStringSubmatch(cells[3], -1) {
+			r.allowed[m[1]] = true
+		}
+		rows[room] = r
+	}
+	if len(rows) < 20 {
+		t.Fatalf("read %d rows from the layout table: the check would pass for nothing", len(rows))
+	}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		r := rows[rel]
+		if r == nil {
+			t.Errorf("package %s has no row in docs/development.md's layout table: say what it is and what it may import", rel)
+			continue
+		}
+		r.seen = true
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, mod+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, mod+"/")
+			if r.allowed[dep] || r.anyRoom && strings.HasPrefix(dep, "nodeprep/") && !strings.HasPrefix(dep, testenv) {
+				continue
+			}
+			t.Errorf("%s imports %s, which its row in docs/development.md's layout table does not name", rel, dep)
+		}
+	}
+	for room, r := range rows {
+		if !r.seen {
+			t.Errorf("docs/development.md's layout table names %s, which is no package", room)
+		}
 	}
 }
