@@ -59,6 +59,35 @@ func writeSpec(t *testing.T, root *hostfs.Root, spec *specs.Spec) {
 	}
 }
 
+// addMounts adds mounts to root's spec, after the ones it has.
+func addMounts(t *testing.T, root *hostfs.Root, mounts ...*specs.Mount) {
+	t.Helper()
+	_, spec := loadSpec(t, root)
+	spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, mounts...)
+	writeSpec(t, root, spec)
+}
+
+// checkNixOS checks root's spec with the NixOS amd64 options.
+func checkNixOS(t *testing.T, root *hostfs.Root) *cdi.CheckResult {
+	t.Helper()
+	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return check
+}
+
+// patchNixOS patches root's spec in place with the NixOS amd64 options and
+// returns the spec as written.
+func patchNixOS(t *testing.T, root *hostfs.Root) *specs.Spec {
+	t.Helper()
+	if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
+		t.Fatal(err)
+	}
+	_, spec := loadSpec(t, root)
+	return spec
+}
+
 // F1: the NixOS spec carries the libraries but no graphics manifests.
 func TestF1ManifestsMissing(t *testing.T) {
 	t.Parallel()
@@ -102,17 +131,12 @@ func TestF2AbsoluteLibraryPath(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "nixos-h200")
 	lib := nvStore + "/lib/libGLX_nvidia.so.0"
-	_, spec := loadSpec(t, root)
 	// The spec mounts the ICD (by hand, as some users do) but not the
 	// .so.0 link the manifest names.
-	spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, &specs.Mount{
+	addMounts(t, root, &specs.Mount{
 		HostPath: "/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json", Options: cdi.MountOptions,
 	})
-	writeSpec(t, root, spec)
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	check := checkNixOS(t, root)
 	if !hasFinding(check.Findings, cdi.CodeUnresolvedLibrary, lib) {
 		t.Errorf("check does not report %s as unresolved: %v", lib, check.Findings)
 	}
@@ -122,10 +146,7 @@ func TestF2AbsoluteLibraryPath(t *testing.T) {
 	if hasFinding(check.Findings, cdi.CodeUnresolvedLibrary, "libEGL_nvidia.so.0") {
 		t.Errorf("libEGL_nvidia.so.0 resolves through the ldcache hook folder but was reported")
 	}
-	if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-		t.Fatal(err)
-	}
-	_, patched := loadSpec(t, root)
+	patched := patchNixOS(t, root)
 	// At the path the manifest names, from the stable driver-root path
 	// that resolves to the same file (it survives a driver switch).
 	if m := mountAt(patched, lib); m == nil || m.HostPath != "/run/opengl-driver/lib/libGLX_nvidia.so.0" {
@@ -205,20 +226,14 @@ func TestF3Discovery(t *testing.T) {
 		t.Parallel()
 		const present = "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30/lib/libnvidia-present.so.550.54.15"
 		root := hostTree(t, "nixos-h200")
-		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-			t.Fatal(err)
-		}
-		_, spec := loadSpec(t, root)
+		spec := patchNixOS(t, root)
 		if mountAt(spec, present) == nil || mountAt(spec, "/usr/lib/x86_64-linux-gnu/libnvidia-present.so.550.54.15") != nil {
 			t.Errorf("the generator's mount of libnvidia-present is not the only one")
 		}
 
 		root = hostTree(t, "nixos-h200")
 		dropMount(t, root, present)
-		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-			t.Fatal(err)
-		}
-		_, spec = loadSpec(t, root)
+		spec = patchNixOS(t, root)
 		if mountAt(spec, "/usr/lib/x86_64-linux-gnu/libnvidia-present.so.550.54.15") == nil {
 			t.Errorf("libnvidia-present not mounted where the linker looks once the generator's mount is gone")
 		}
@@ -229,20 +244,12 @@ func TestF3Discovery(t *testing.T) {
 func TestF4VendorManifestAtStorePath(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "nixos-h200")
-	_, spec := loadSpec(t, root)
-	spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, &specs.Mount{HostPath: nvStore + "/share", ContainerPath: nvStore + "/share", Options: cdi.MountOptions})
-	writeSpec(t, root, spec)
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	addMounts(t, root, &specs.Mount{HostPath: nvStore + "/share", ContainerPath: nvStore + "/share", Options: cdi.MountOptions})
+	check := checkNixOS(t, root)
 	if !hasFinding(check.Findings, cdi.CodeMissingEGLVendor, "") {
 		t.Errorf("a vendor manifest only under the store path was not reported: %v", codes(check.Findings))
 	}
-	if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-		t.Fatal(err)
-	}
-	_, patched := loadSpec(t, root)
+	patched := patchNixOS(t, root)
 	if mountAt(patched, "/usr/share/glvnd/egl_vendor.d/10_nvidia.json") == nil {
 		t.Errorf("vendor manifest not added at the FHS path")
 	}
@@ -257,10 +264,7 @@ func TestF5GlvndSet(t *testing.T) {
 		if err := os.Remove(mustPath(t, root, "/run/opengl-driver/lib") + "/libOpenGL.so.0"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-			t.Fatal(err)
-		}
-		_, spec := loadSpec(t, root)
+		spec := patchNixOS(t, root)
 		for _, lib := range cdi.GlvndLibraries {
 			if mountAt(spec, "/usr/lib/x86_64-linux-gnu/"+lib) != nil {
 				t.Errorf("%s injected from a partial set", lib)
@@ -274,13 +278,8 @@ func TestF5GlvndSet(t *testing.T) {
 	t.Run("spec-partial", func(t *testing.T) {
 		t.Parallel()
 		root := hostTree(t, "nixos-h200")
-		_, spec := loadSpec(t, root)
-		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts, &specs.Mount{HostPath: "/run/opengl-driver/lib/libEGL.so.1", ContainerPath: "/usr/lib/x86_64-linux-gnu/libEGL.so.1", Options: cdi.MountOptions})
-		writeSpec(t, root, spec)
-		check, err := cdi.CheckFile(root, nixosOptions("amd64"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		addMounts(t, root, &specs.Mount{HostPath: "/run/opengl-driver/lib/libEGL.so.1", ContainerPath: "/usr/lib/x86_64-linux-gnu/libEGL.so.1", Options: cdi.MountOptions})
+		check := checkNixOS(t, root)
 		if !hasFinding(check.Findings, cdi.CodePartialGlvnd, "1 of the 4") {
 			t.Errorf("check does not flag the partial set: %v", codes(check.Findings))
 		}
@@ -335,10 +334,7 @@ func TestF6DeviceNames(t *testing.T) {
 		t.Errorf("wrong device node not reported: %v", check.Findings)
 	}
 	_, before := loadSpec(t, root)
-	if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-		t.Fatal(err)
-	}
-	_, after := loadSpec(t, root)
+	after := patchNixOS(t, root)
 	if !equalJSON(t, before.Devices, after.Devices) {
 		t.Errorf("patch changed the devices")
 	}
@@ -360,17 +356,11 @@ func TestF7Version(t *testing.T) {
 			_, spec := loadSpec(t, root)
 			spec.Version = tt.declared
 			writeSpec(t, root, spec)
-			check, err := cdi.CheckFile(root, nixosOptions("amd64"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			check := checkNixOS(t, root)
 			if got := hasFinding(check.Findings, cdi.CodeVersionTooLow, ""); got != (tt.declared != tt.want) {
 				t.Errorf("version-too-low finding = %v for %s", got, tt.declared)
 			}
-			if _, err := cdi.PatchFile(root, nixosOptions("amd64"), false); err != nil {
-				t.Fatal(err)
-			}
-			_, patched := loadSpec(t, root)
+			patched := patchNixOS(t, root)
 			if patched.Version != tt.want {
 				t.Errorf("cdiVersion = %s, want %s", patched.Version, tt.want)
 			}
@@ -398,15 +388,12 @@ func TestF7Version(t *testing.T) {
 func TestF8EmptyDevice(t *testing.T) {
 	t.Parallel()
 	root := hostTree(t, "broken-empty-device")
-	check, err := cdi.CheckFile(root, nixosOptions("amd64"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	check := checkNixOS(t, root)
 	if !hasFinding(check.Findings, cdi.CodeDeviceNoEdits, "device demo1 has no container edits") {
 		t.Errorf("check: %v", check.Findings)
 	}
 	before := readFile(t, root, specPath)
-	_, err = cdi.PatchFile(root, nixosOptions("amd64"), false)
+	_, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
 	if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "demo1") {
 		t.Fatalf("err = %v", err)
 	}

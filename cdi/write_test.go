@@ -127,11 +127,9 @@ func TestPatchFileErrors(t *testing.T) {
 		root := hostTree(t, "nixos-h200")
 		os.MkdirAll(mustPath(t, root, "/etc"), 0o755)
 		os.WriteFile(mustPath(t, root, "/etc/my-icd.json"), []byte("{}"), 0o644)
-		_, spec := loadSpec(t, root)
-		spec.ContainerEdits.Mounts = append(spec.ContainerEdits.Mounts,
+		addMounts(t, root,
 			&specs.Mount{HostPath: "/etc/my-icd.json", ContainerPath: "/etc/vulkan/icd.d/nvidia_icd.json", Options: cdi.MountOptions},
 			&specs.Mount{HostPath: "/run/opengl-driver/share/glvnd/egl_vendor.d/old.json", ContainerPath: "/usr/share/glvnd/egl_vendor.d/10_nvidia.json", Options: cdi.MountOptions})
-		writeSpec(t, root, spec)
 		res, err := cdi.PatchFile(root, nixosOptions("amd64"), false)
 		if err != nil {
 			t.Fatal(err)

@@ -74,6 +74,45 @@ let
   };
 
   settingsFormat = pkgs.formats.json { };
+
+  # A service that runs one nodeprep command on a node nodeprep.service
+  # brought up (health, the re-patch): ordered after it and run only while
+  # it is active (Requisite=), with its hardening but not its retry policy
+  # (a run that fails exits non-zero and waits for its next trigger, not a
+  # restart every 30 s), and its own command line and writable paths.
+  # `without` names more of nodeprep.service's settings the unit leaves
+  # out; `serviceConfig` goes over the rest.
+  followerService =
+    {
+      description,
+      execArgs,
+      readWritePaths,
+      without ? [ ],
+      serviceConfig ? { },
+    }:
+    {
+      inherit description;
+      documentation = [ "https://github.com/nodeprep/nodeprep" ];
+      after = [ "nodeprep.service" ];
+      requisite = [ "nodeprep.service" ];
+      serviceConfig =
+        (removeAttrs config.systemd.services.nodeprep.serviceConfig (
+          [
+            "Restart"
+            "RestartSec"
+            "RestartPreventExitStatus"
+          ]
+          ++ without
+        ))
+        // {
+          Restart = "no";
+          Type = "oneshot";
+          RemainAfterExit = false;
+          ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ execArgs);
+          ReadWritePaths = readWritePaths;
+        }
+        // serviceConfig;
+    };
 in
 {
   options.services.nodeprep = {
@@ -524,32 +563,17 @@ in
     # re-checked into "ready"). Same hardening as nodeprep.service; it writes
     # only the lock, status and metrics directories and the CDI specs it
     # re-patches (the pod path is re-checked too).
-    systemd.services.nodeprep-health = lib.mkIf cfg.health.enable {
+    # A health run that finds the node not ready exits 1, and must wait for
+    # the timer.
+    systemd.services.nodeprep-health = lib.mkIf cfg.health.enable (followerService {
       description = "Re-check NVIDIA GPUs for k3s (inventory and self-test) and update nodeprep_ready";
-      documentation = [ "https://github.com/nodeprep/nodeprep" ];
-      after = [ "nodeprep.service" ];
-      requisite = [ "nodeprep.service" ];
-      # nodeprep.service's hardening, not its retry policy: a health run
-      # that finds the node not ready exits 1, and must wait for the
-      # timer, not restart every 30 s.
-      serviceConfig =
-        (removeAttrs config.systemd.services.nodeprep.serviceConfig [
-          "Restart"
-          "RestartSec"
-          "RestartPreventExitStatus"
-        ])
-        // {
-        Restart = "no";
-        Type = "oneshot";
-        RemainAfterExit = false;
-        ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.healthExecArgs opts);
-        ReadWritePaths = nplib.healthReadWritePaths opts;
-      }
+      execArgs = nplib.healthExecArgs opts;
+      readWritePaths = nplib.healthReadWritePaths opts;
       # The Node report (health.reportToNode) needs TCP to the API server:
       # the host's loopback (k3s's agent load balancer, or a server's own
       # API server) and health.apiServerAddresses only; every other address
       # stays denied, and the rest of the hardening is nodeprep.service's.
-      // lib.optionalAttrs cfg.health.reportToNode {
+      serviceConfig = lib.optionalAttrs cfg.health.reportToNode {
         PrivateNetwork = false;
         RestrictAddressFamilies = [
           "AF_UNIX"
@@ -559,7 +583,7 @@ in
         IPAddressDeny = "any";
         IPAddressAllow = [ "localhost" ] ++ cfg.health.apiServerAddresses;
       };
-    };
+    });
     systemd.timers.nodeprep-health = lib.mkIf cfg.health.enable {
       description = "Run nodeprep health every ${cfg.health.interval}";
       wantedBy = [ "timers.target" ];
@@ -592,30 +616,16 @@ in
         Unit = "nodeprep-cdi-patch.service";
       };
     };
-    systemd.services.nodeprep-cdi-patch = lib.mkIf cfg.repatch.enable {
+    # Like health: only a node `up` brought up is re-patched (a spec written
+    # before `up` ends is `up`'s to patch).
+    systemd.services.nodeprep-cdi-patch = lib.mkIf cfg.repatch.enable (followerService {
       description = "Re-patch the CDI specs with the Vulkan/EGL/glvnd mounts and update nodeprep_ready";
-      documentation = [ "https://github.com/nodeprep/nodeprep" ];
-      # Like health: only a node `up` brought up is re-patched (a spec
-      # written before `up` ends is `up`'s to patch).
-      after = [ "nodeprep.service" ];
-      requisite = [ "nodeprep.service" ];
-      serviceConfig =
-        (removeAttrs config.systemd.services.nodeprep.serviceConfig [
-          "Restart"
-          "RestartSec"
-          "RestartPreventExitStatus"
-          "DeviceAllow"
-        ])
-        // {
-          Restart = "no";
-          Type = "oneshot";
-          RemainAfterExit = false;
-          # No GPU device is opened: the patch reads files only.
-          DevicePolicy = "closed";
-          ExecStart = nplib.escapeSystemdExecArgs ([ (lib.getExe cfg.package) ] ++ nplib.patchExecArgs opts);
-          ReadWritePaths = nplib.patchReadWritePaths opts;
-        };
-    };
+      execArgs = nplib.patchExecArgs opts;
+      readWritePaths = nplib.patchReadWritePaths opts;
+      # No GPU device is opened: the patch reads files only.
+      without = [ "DeviceAllow" ];
+      serviceConfig.DevicePolicy = "closed";
+    });
     # --- end re-patch on write ---
   };
 }

@@ -240,6 +240,11 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s is %q, want an absolute path", key, p))
 		}
 	}
+	check := func(key string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
 	abs("cdi.spec", c.CDI.Spec, false)
 	abs("cdi.driverRoot", c.CDI.DriverRoot, false)
 	for _, d := range c.CDI.SpecDirs {
@@ -256,37 +261,27 @@ func (c Config) Validate() error {
 	} {
 		abs(key, p, false)
 	}
-	if err := nodepolicy.CheckDeviceNames(c.CDI.DeviceNames); err != nil {
-		errs = append(errs, fmt.Errorf("cdi.deviceNames: %w", err))
-	}
+	check("cdi.deviceNames", nodepolicy.CheckDeviceNames(c.CDI.DeviceNames))
 	abs("join.k3sConfig", c.Join.K3sConfig, false)
 	abs("join.k3sDataDir", c.Join.K3sDataDir, true)
-	if err := nodepolicy.CheckMIGStrategy(c.Join.MIGStrategy); err != nil {
-		errs = append(errs, fmt.Errorf("join.migStrategy: %w", err))
-	}
+	check("join.migStrategy", nodepolicy.CheckMIGStrategy(c.Join.MIGStrategy))
 	abs("join.k3sEnvironmentFile", c.Join.K3sEnvironmentFile, true)
 	// Every command validates the whole file, the sections it does not use
 	// included: a bad join section fails `cdi patch` as it fails `up`.
-	if labels, err := k3s.ParseLabels(c.Join.Labels); err != nil {
-		errs = append(errs, fmt.Errorf("join.labels: %w", err))
-	} else if _, err := nodepolicy.NodeLabels(nil, nodepolicy.NodeLabelOptions{Extra: labels}); err != nil {
-		errs = append(errs, fmt.Errorf("join.labels: %w", err))
+	labels, err := k3s.ParseLabels(c.Join.Labels)
+	if err == nil {
+		_, err = nodepolicy.NodeLabels(nil, nodepolicy.NodeLabelOptions{Extra: labels})
 	}
-	if _, err := k3s.ParseTaints(c.Join.Taints); err != nil {
-		errs = append(errs, fmt.Errorf("join.taints: %w", err))
-	}
-	if err := k3s.CheckDropInName(c.Join.DropIn); err != nil {
-		errs = append(errs, fmt.Errorf("join.dropIn: %w", err))
-	}
+	check("join.labels", err)
+	_, err = k3s.ParseTaints(c.Join.Taints)
+	check("join.taints", err)
+	check("join.dropIn", k3s.CheckDropInName(c.Join.DropIn))
 	abs("up.statusFile", c.Up.StatusFile, false)
 	abs("up.metricsFile", c.Up.MetricsFile, true)
-	if err := nodepolicy.CheckPolicy(c.Up.OnSelftestFailure); err != nil {
-		errs = append(errs, fmt.Errorf("up.onSelftestFailure: %w", err))
-	}
+	check("up.onSelftestFailure", nodepolicy.CheckPolicy(c.Up.OnSelftestFailure))
 	if c.Cluster.PoolLabel != "" {
-		if _, err := k3s.ParseLabel(c.Cluster.PoolLabel); err != nil {
-			errs = append(errs, fmt.Errorf("cluster.poolLabel: %w", err))
-		}
+		_, err := k3s.ParseLabel(c.Cluster.PoolLabel)
+		check("cluster.poolLabel", err)
 	}
 	if c.Cluster.MaxGPUs < 0 {
 		errs = append(errs, fmt.Errorf("cluster.maxGPUs is %d, want 1 or more (0 or absent: the default)", c.Cluster.MaxGPUs))

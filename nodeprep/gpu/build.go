@@ -578,70 +578,48 @@ func Family(major, minor int) string {
 // architectureName names an nvmlDeviceArchitecture_t in GFD's spelling, for
 // GPUs whose compute capability Family does not know.
 func architectureName(a nvml.DeviceArchitecture) string {
-	switch a {
-	case nvml.DEVICE_ARCH_KEPLER:
-		return "kepler"
-	case nvml.DEVICE_ARCH_MAXWELL:
-		return "maxwell"
-	case nvml.DEVICE_ARCH_PASCAL:
-		return "pascal"
-	case nvml.DEVICE_ARCH_VOLTA:
-		return "volta"
-	case nvml.DEVICE_ARCH_TURING:
-		return "turing"
-	case nvml.DEVICE_ARCH_AMPERE:
-		return "ampere"
-	case nvml.DEVICE_ARCH_ADA:
-		return "ada-lovelace"
-	case nvml.DEVICE_ARCH_HOPPER:
-		return "hopper"
-	case nvml.DEVICE_ARCH_BLACKWELL:
-		return "blackwell"
-	case nvml.DEVICE_ARCH_RUBIN:
-		return "rubin"
-	}
-	return ""
+	return architectureNames[a]
+}
+
+// architectureNames are the nvmlDeviceArchitecture_t values GFD names.
+var architectureNames = map[nvml.DeviceArchitecture]string{
+	nvml.DEVICE_ARCH_KEPLER:    "kepler",
+	nvml.DEVICE_ARCH_MAXWELL:   "maxwell",
+	nvml.DEVICE_ARCH_PASCAL:    "pascal",
+	nvml.DEVICE_ARCH_VOLTA:     "volta",
+	nvml.DEVICE_ARCH_TURING:    "turing",
+	nvml.DEVICE_ARCH_AMPERE:    "ampere",
+	nvml.DEVICE_ARCH_ADA:       "ada-lovelace",
+	nvml.DEVICE_ARCH_HOPPER:    "hopper",
+	nvml.DEVICE_ARCH_BLACKWELL: "blackwell",
+	nvml.DEVICE_ARCH_RUBIN:     "rubin",
 }
 
 // BrandName returns nvidia-smi's "Product Brand" for an nvmlBrandType_t
 // ("NVIDIA", "Tesla", "GeForce RTX", ...), "" for BRAND_UNKNOWN or a value
 // this version does not know.
 func BrandName(b nvml.BrandType) string {
-	switch b {
-	case nvml.BRAND_QUADRO:
-		return "Quadro"
-	case nvml.BRAND_TESLA:
-		return "Tesla"
-	case nvml.BRAND_NVS:
-		return "NVS"
-	case nvml.BRAND_GRID:
-		return "GRID"
-	case nvml.BRAND_GEFORCE:
-		return "GeForce"
-	case nvml.BRAND_TITAN:
-		return "Titan"
-	case nvml.BRAND_NVIDIA_VAPPS:
-		return "NVIDIA Virtual Applications"
-	case nvml.BRAND_NVIDIA_VPC:
-		return "NVIDIA Virtual PC"
-	case nvml.BRAND_NVIDIA_VCS:
-		return "NVIDIA Virtual Compute Server"
-	case nvml.BRAND_NVIDIA_VWS:
-		return "NVIDIA RTX Virtual Workstation"
-	case nvml.BRAND_NVIDIA_CLOUD_GAMING:
-		return "NVIDIA Cloud Gaming"
-	case nvml.BRAND_QUADRO_RTX:
-		return "Quadro RTX"
-	case nvml.BRAND_NVIDIA_RTX:
-		return "NVIDIA RTX"
-	case nvml.BRAND_NVIDIA:
-		return "NVIDIA"
-	case nvml.BRAND_GEFORCE_RTX:
-		return "GeForce RTX"
-	case nvml.BRAND_TITAN_RTX:
-		return "Titan RTX"
-	}
-	return ""
+	return brandNames[b]
+}
+
+// brandNames are the nvmlBrandType_t values nvidia-smi names.
+var brandNames = map[nvml.BrandType]string{
+	nvml.BRAND_QUADRO:              "Quadro",
+	nvml.BRAND_TESLA:               "Tesla",
+	nvml.BRAND_NVS:                 "NVS",
+	nvml.BRAND_GRID:                "GRID",
+	nvml.BRAND_GEFORCE:             "GeForce",
+	nvml.BRAND_TITAN:               "Titan",
+	nvml.BRAND_NVIDIA_VAPPS:        "NVIDIA Virtual Applications",
+	nvml.BRAND_NVIDIA_VPC:          "NVIDIA Virtual PC",
+	nvml.BRAND_NVIDIA_VCS:          "NVIDIA Virtual Compute Server",
+	nvml.BRAND_NVIDIA_VWS:          "NVIDIA RTX Virtual Workstation",
+	nvml.BRAND_NVIDIA_CLOUD_GAMING: "NVIDIA Cloud Gaming",
+	nvml.BRAND_QUADRO_RTX:          "Quadro RTX",
+	nvml.BRAND_NVIDIA_RTX:          "NVIDIA RTX",
+	nvml.BRAND_NVIDIA:              "NVIDIA",
+	nvml.BRAND_GEFORCE_RTX:         "GeForce RTX",
+	nvml.BRAND_TITAN_RTX:           "Titan RTX",
 }
 
 // MIGProfile names a MIG device's profile from its attributes the way

@@ -3,7 +3,6 @@ package gpu
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -17,15 +16,8 @@ import (
 // the GPUs nodeprep's simulated inventory checks them against.
 func TestFakeDGXH200MatchesSimulated(t *testing.T) {
 	t.Parallel()
-	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVMLDGXH200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}, lib, 10*time.Second)
+	lib := fakeNVML(t, fakedriver.NVMLDGXH200)
+	got, err := FromNVMLChild(context.Background(), testChild(t), lib, 10*time.Second)
 	if err != nil {
 		t.Fatalf("inventory from the fake dgx-h200 NVML: %v", err)
 	}

@@ -3,7 +3,6 @@ package gpu
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +20,7 @@ import (
 // its nvmlDeviceGetName hang, abort or segfault.
 func TestNVMLFaults(t *testing.T) {
 	t.Parallel()
-	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVML)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib := fakeNVML(t, fakedriver.NVML)
 	tests := []struct {
 		name, fault, at string
 		sentinel        error
@@ -42,8 +34,8 @@ func TestNVMLFaults(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := append(os.Environ(), childEnv+"=1", "FAKE_FAULT="+tc.fault, "FAKE_NVML_AT="+tc.at)
-			inv, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: env}, lib, time.Second)
+			c := testChild(t, "FAKE_FAULT="+tc.fault, "FAKE_NVML_AT="+tc.at)
+			inv, err := FromNVMLChild(context.Background(), c, lib, time.Second)
 			if inv != nil || !errors.Is(err, tc.sentinel) || !errors.Is(err, fault.ErrUnavailable) {
 				t.Fatalf("FromNVMLChild = %v, %v; want %v marked unavailable", inv, err, tc.sentinel)
 			}
@@ -57,7 +49,7 @@ func TestNVMLFaults(t *testing.T) {
 
 	t.Run("missing symbols", func(t *testing.T) {
 		t.Parallel()
-		inv, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}, lib, 10*time.Second)
+		inv, err := FromNVMLChild(context.Background(), testChild(t), lib, 10*time.Second)
 		if err != nil {
 			t.Fatalf("an NVML without brand, PCI, memory... queries: %v, want an inventory without those fields", err)
 		}
@@ -74,8 +66,7 @@ func TestNVMLFaults(t *testing.T) {
 	// unexpected EOF"; the child did not crash.
 	t.Run("report too large", func(t *testing.T) {
 		t.Parallel()
-		env := append(os.Environ(), childEnv+"=1", "FAKE_NVML_COUNT=30000")
-		inv, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: env}, lib, time.Minute)
+		inv, err := FromNVMLChild(context.Background(), testChild(t, "FAKE_NVML_COUNT=30000"), lib, time.Minute)
 		if inv != nil || !errors.Is(err, ErrReportTooLarge) || errors.Is(err, ErrCrashed) || !strings.Contains(err.Error(), "report too large") {
 			t.Fatalf("FromNVMLChild(30000 GPUs) = %v, %v; want ErrReportTooLarge, not a crash", inv, err)
 		}
@@ -85,8 +76,7 @@ func TestNVMLFaults(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(200*time.Millisecond, cancel)
-		env := append(os.Environ(), childEnv+"=1", "FAKE_FAULT=hang", "FAKE_NVML_AT=init")
-		_, err := FromNVMLChild(ctx, Child{Path: exe, Env: env}, lib, time.Minute)
+		_, err := FromNVMLChild(ctx, testChild(t, "FAKE_FAULT=hang", "FAKE_NVML_AT=init"), lib, time.Minute)
 		if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), "cancelled") {
 			t.Fatalf("FromNVMLChild after cancel = %v, want ErrCancelled", err)
 		}
@@ -94,7 +84,7 @@ func TestNVMLFaults(t *testing.T) {
 
 	t.Run("library not found", func(t *testing.T) {
 		t.Parallel()
-		_, err := FromNVMLChild(context.Background(), Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}, "/nonexistent/libnvidia-ml.so.1", 10*time.Second)
+		_, err := FromNVMLChild(context.Background(), testChild(t), "/nonexistent/libnvidia-ml.so.1", 10*time.Second)
 		var le *LibraryError
 		if !errors.As(err, &le) || !errors.Is(err, ErrLibraryNotFound) || !errors.Is(err, nvml.ERROR_LIBRARY_NOT_FOUND) || !strings.Contains(le.Detail, "No such file") {
 			t.Fatalf("FromNVMLChild(missing) = %v, want a *LibraryError with dlerror's detail", err)
@@ -105,15 +95,8 @@ func TestNVMLFaults(t *testing.T) {
 // BenchmarkNVMLChild is the cost of reading NVML in a child: one
 // fork+exec of this test binary, the fake NVML's inventory, the report.
 func BenchmarkNVMLChild(b *testing.B) {
-	lib, _, err := fakedriver.Build(b.TempDir(), fakedriver.NVML)
-	if err != nil {
-		b.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := Child{Path: exe, Env: append(os.Environ(), childEnv+"=1")}
+	lib := fakeNVML(b, fakedriver.NVML)
+	c := testChild(b)
 	for b.Loop() {
 		if _, err := FromNVMLChild(context.Background(), c, lib, 10*time.Second); err != nil {
 			b.Fatal(err)

@@ -38,22 +38,7 @@ func ParseLabel(s string) (Label, error) {
 // ParseLabels parses each string with ParseLabel and returns all the errors
 // joined, each naming the item's place ("item 3: …"; marked
 // fault.ErrMalformed), or the labels in the order given.
-func ParseLabels(ss []string) ([]Label, error) {
-	out := make([]Label, 0, len(ss))
-	var errs []error
-	for i, s := range ss {
-		l, err := ParseLabel(s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i+1, err))
-			continue
-		}
-		out = append(out, l)
-	}
-	if len(errs) > 0 {
-		return nil, fault.Malformed(errors.Join(errs...))
-	}
-	return out, nil
-}
+func ParseLabels(ss []string) ([]Label, error) { return parseEach(ss, ParseLabel) }
 
 // String returns "key=value", exactly what ParseLabel accepted.
 func (l Label) String() string { return l.Key + "=" + l.Value }
@@ -216,16 +201,21 @@ func ParseTaint(s string) (Taint, error) {
 // ParseTaints parses each string with ParseTaint and returns all the errors
 // joined, each naming the item's place (marked fault.ErrMalformed), or the
 // taints in the order given.
-func ParseTaints(ss []string) ([]Taint, error) {
-	out := make([]Taint, 0, len(ss))
+func ParseTaints(ss []string) ([]Taint, error) { return parseEach(ss, ParseTaint) }
+
+// parseEach parses each string with parse: the values in the order given,
+// or every error joined, each naming the item's place ("item 3: …"), marked
+// fault.ErrMalformed.
+func parseEach[T any](ss []string, parse func(string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(ss))
 	var errs []error
 	for i, s := range ss {
-		t, err := ParseTaint(s)
+		v, err := parse(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("item %d: %w", i+1, err))
 			continue
 		}
-		out = append(out, t)
+		out = append(out, v)
 	}
 	if len(errs) > 0 {
 		return nil, fault.Malformed(errors.Join(errs...))

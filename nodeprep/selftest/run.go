@@ -421,25 +421,24 @@ func SignalName(s syscall.Signal) string { return child.SignalName(s) }
 // JSON after ReportPrefix): one VulkanReport, no unknown fields, nothing
 // after it, and a loader named.
 func DecodeVulkanReport(line []byte) (*VulkanReport, error) {
-	var r VulkanReport
-	if err := decodeStrict(line, &r); err != nil {
-		return nil, err
-	}
-	if r.Loader == "" {
-		return nil, errors.New("report has no loader")
-	}
-	return &r, nil
+	return decodeReport(line, "loader", func(r *VulkanReport) string { return r.Loader })
 }
 
 // DecodeEGLReport decodes an EGL probe child's report line like
 // DecodeVulkanReport.
 func DecodeEGLReport(line []byte) (*EGLReport, error) {
-	var r EGLReport
+	return decodeReport(line, "library", func(r *EGLReport) string { return r.Library })
+}
+
+// decodeReport decodes a probe child's report line with decodeStrict and
+// refuses a report whose field what (read by field) is empty.
+func decodeReport[R any](line []byte, what string, field func(*R) string) (*R, error) {
+	var r R
 	if err := decodeStrict(line, &r); err != nil {
 		return nil, err
 	}
-	if r.Library == "" {
-		return nil, errors.New("report has no library")
+	if field(&r) == "" {
+		return nil, errors.New("report has no " + what)
 	}
 	return &r, nil
 }

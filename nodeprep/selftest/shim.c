@@ -33,6 +33,17 @@ static void copy_dlerror(char *err, size_t errlen, const char *fallback)
 	copy_str(err, errlen, e != NULL ? e : fallback);
 }
 
+// open_lib dlopens path with its symbols kept local (the Vulkan loader and
+// libEGL both); on failure err holds dlerror()'s text.
+static void *open_lib(const char *path, char *err, size_t errlen)
+{
+	dlerror();
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		copy_dlerror(err, errlen, "dlopen failed");
+	return lib;
+}
+
 // ---------------------------------------------------------------- Vulkan
 
 struct np_vk {
@@ -44,12 +55,9 @@ struct np_vk {
 
 np_vk *np_vk_open(const char *path, char *err, size_t errlen)
 {
-	dlerror();
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		copy_dlerror(err, errlen, "dlopen failed");
+	void *lib = open_lib(path, err, errlen);
+	if (lib == NULL)
 		return NULL;
-	}
 	PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr");
 	if (gipa == NULL) {
 		copy_dlerror(err, errlen, "vkGetInstanceProcAddr not found");
@@ -552,24 +560,21 @@ int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const uint32_t *spirv, size_t 
 
 out:
 	if (!leak && dev != VK_NULL_HANDLE) {
-		if (fence)
-			f.destroy_fence(dev, fence, NULL);
-		if (cmd_pool)
-			f.destroy_cmd_pool(dev, cmd_pool, NULL);
-		if (pool)
-			f.destroy_pool(dev, pool, NULL);
-		if (pipeline)
-			f.destroy_pipeline(dev, pipeline, NULL);
-		if (layout)
-			f.destroy_layout(dev, layout, NULL);
-		if (dsl)
-			f.destroy_dsl(dev, dsl, NULL);
-		if (shader)
-			f.destroy_shader(dev, shader, NULL);
-		if (buf)
-			f.destroy_buffer(dev, buf, NULL);
-		if (mem)
-			f.free_memory(dev, mem, NULL);
+#define DESTROY(fn, handle)                          \
+	do {                                         \
+		if (handle)                          \
+			f.fn(dev, handle, NULL);     \
+	} while (0)
+		DESTROY(destroy_fence, fence);
+		DESTROY(destroy_cmd_pool, cmd_pool);
+		DESTROY(destroy_pool, pool);
+		DESTROY(destroy_pipeline, pipeline);
+		DESTROY(destroy_layout, layout);
+		DESTROY(destroy_dsl, dsl);
+		DESTROY(destroy_shader, shader);
+		DESTROY(destroy_buffer, buf);
+		DESTROY(free_memory, mem);
+#undef DESTROY
 		f.destroy_device(dev, NULL);
 	}
 	return res->failed_step == NULL ? VK_SUCCESS : res->result;
@@ -601,12 +606,9 @@ struct np_egl {
 
 np_egl *np_egl_open(const char *path, char *err, size_t errlen)
 {
-	dlerror();
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (lib == NULL) {
-		copy_dlerror(err, errlen, "dlopen failed");
+	void *lib = open_lib(path, err, errlen);
+	if (lib == NULL)
 		return NULL;
-	}
 	np_egl *e = calloc(1, sizeof *e);
 	if (e == NULL) {
 		copy_str(err, errlen, "out of memory");
@@ -650,16 +652,13 @@ int np_egl_devices(np_egl *e, int max, int *count, char *err, size_t errlen)
 	e->query_device_string = (PFNEGLQUERYDEVICESTRINGEXTPROC)e->get_proc("eglQueryDeviceStringEXT");
 	e->get_platform_display = (PFNEGLGETPLATFORMDISPLAYEXTPROC)e->get_proc("eglGetPlatformDisplayEXT");
 	e->query_device_binary = (PFNEGLQUERYDEVICEBINARYEXTPROC)e->get_proc("eglQueryDeviceBinaryEXT");
-	if (e->query_devices == NULL) {
-		copy_str(err, errlen, "eglGetProcAddress gave no eglQueryDevicesEXT");
-		return -1;
-	}
-	if (e->query_device_string == NULL) {
-		copy_str(err, errlen, "eglGetProcAddress gave no eglQueryDeviceStringEXT");
-		return -1;
-	}
-	if (e->get_platform_display == NULL) {
-		copy_str(err, errlen, "eglGetProcAddress gave no eglGetPlatformDisplayEXT");
+	// eglQueryDeviceBinaryEXT is optional: only the UUID needs it.
+	const char *missing = e->query_devices == NULL          ? "eglQueryDevicesEXT"
+			      : e->query_device_string == NULL  ? "eglQueryDeviceStringEXT"
+			      : e->get_platform_display == NULL ? "eglGetPlatformDisplayEXT"
+								: NULL;
+	if (missing != NULL) {
+		snprintf(err, errlen, "eglGetProcAddress gave no %s", missing);
 		return -1;
 	}
 	if (max > NP_MAX_EGL_DEVICES)

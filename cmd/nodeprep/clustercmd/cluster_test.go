@@ -517,16 +517,21 @@ func TestClusterRenderOutAllOrNothing(t *testing.T) {
 			t.Errorf("%d entries in --out, want %d (no temporary or backup files)", len(ents), len(files))
 		}
 	}
+	// refused renders into dir and wants exit 73 naming target and why.
+	refused := func(t *testing.T, dir, target, why string) {
+		t.Helper()
+		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
+		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": "+why) {
+			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
+		}
+	}
 	t.Run("symlink", func(t *testing.T) {
 		t.Parallel()
 		dir := setup(t)
 		target := filepath.Join(dir, "scaledjob.yaml")
 		os.Remove(target)
 		os.Symlink("/etc/passwd", target)
-		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
-		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it is a symlink") {
-			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
-		}
+		refused(t, dir, target, "it is a symlink")
 		unchanged(t, dir, "scaledjob.yaml")
 	})
 	t.Run("directory", func(t *testing.T) {
@@ -535,10 +540,7 @@ func TestClusterRenderOutAllOrNothing(t *testing.T) {
 		target := filepath.Join(dir, "nodepool.yaml")
 		os.Remove(target)
 		os.Mkdir(target, 0o755)
-		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
-		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it is a directory") {
-			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
-		}
+		refused(t, dir, target, "it is a directory")
 		unchanged(t, dir, "nodepool.yaml")
 	})
 	t.Run("immutable", func(t *testing.T) {
@@ -549,10 +551,7 @@ func TestClusterRenderOutAllOrNothing(t *testing.T) {
 			t.Skipf("chattr +i (needs root and a file system with the flag): %v %s", err, out)
 		}
 		t.Cleanup(func() { exec.Command("chattr", "-i", target).Run() })
-		_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir)
-		if code != 73 || !strings.Contains(errOut, strconv.Quote(target)+": it cannot be replaced (immutable") {
-			t.Errorf("exit %d, want 73 naming %s\n%s", code, target, errOut)
-		}
+		refused(t, dir, target, "it cannot be replaced (immutable")
 		unchanged(t, dir, "")
 	})
 	t.Run("new directory", func(t *testing.T) {
