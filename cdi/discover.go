@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/manifest"
@@ -274,7 +275,7 @@ func (d *discoverer) manifests(role Role, kind manifest.Kind, pattern string, co
 }
 
 func (d *discoverer) readManifest(kind manifest.Kind, hostPath string) *manifest.Info {
-	data, err := d.host.ReadFileLimit(hostPath, manifest.MaxSize)
+	data, err := d.host.ReadFile(hostPath, bounded.MaxManifest)
 	if err == nil {
 		var info *manifest.Info
 		if info, err = manifest.Parse(kind, data); err == nil {

@@ -15,6 +15,7 @@ import (
 	udiff "github.com/aymanbagabas/go-udiff"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -100,8 +101,8 @@ func nameFindings(specPath string) Findings {
 
 // Load reads and parses the spec at a host path. A missing file is an error
 // marked fault.ErrUnavailable (the generator has not run); one that does not
-// parse, or is larger than MaxSpecSize, fault.ErrMalformed naming the file
-// and the complaint.
+// parse, is larger than bounded.MaxCDISpec (64 MiB) or is not a regular
+// file, fault.ErrMalformed naming the file and the complaint.
 func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	data, err := readSpec(host, specPath)
 	if err != nil {
@@ -116,11 +117,11 @@ func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 
 // readSpec reads the spec file's bytes with Load's errors.
 func readSpec(host *hostfs.Root, specPath string) ([]byte, error) {
-	if st, err := host.Stat(specPath); err == nil && st.Mode().IsRegular() && st.Size() > MaxSpecSize {
-		return nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %d bytes: larger than the %d MiB a CDI spec may have (cdi.MaxSpecSize)", specPath, st.Size(), MaxSpecSize>>20))
+	if st, err := host.Stat(specPath); err == nil && st.Mode().IsRegular() && st.Size() > bounded.MaxCDISpec {
+		return nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %d bytes: larger than the %d MiB a CDI spec may have (bounded.MaxCDISpec)", specPath, st.Size(), bounded.MaxCDISpec>>20))
 	}
-	data, err := host.ReadFile(specPath)
-	if errors.Is(err, hostfs.ErrNotRegular) {
+	data, err := host.ReadFile(specPath, bounded.MaxCDISpec)
+	if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
 		return nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
 	}
 	if st, lerr := host.Lstat(specPath); errors.Is(err, fs.ErrNotExist) && lerr == nil && st.Mode()&fs.ModeSymlink != 0 {

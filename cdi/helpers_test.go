@@ -6,6 +6,7 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -33,7 +34,7 @@ func loadSpec(t testing.TB, root *hostfs.Root) ([]byte, *specs.Spec) {
 
 func readFile(t testing.TB, root *hostfs.Root, p string) []byte {
 	t.Helper()
-	data, err := root.ReadFile(p)
+	data, err := root.ReadFile(p, bounded.MaxCDISpec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,9 @@ import (
 	k8sjson "sigs.k8s.io/json"
 	cdilib "tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
-)
 
-// MaxSpecSize is the largest CDI spec file nodeprep reads: 64 MiB. A
-// 10,000-device spec nvidia-ctk could write is about 50 MB; a larger file
-// is refused as malformed input (exit 65) rather than read into memory at
-// a boot. Patching a spec needs about 4 times its size in memory.
-const MaxSpecSize = 64 << 20
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+)
 
 // ParseSpec parses CDI spec data (JSON or YAML) strictly (unknown fields
 // rejected). It does not validate: a spec whose cdiVersion is too low for
@@ -36,8 +32,8 @@ const MaxSpecSize = 64 << 20
 // node per scalar first and needs about 10 times a big spec's size; the
 // JSON decoder needs about its size.
 func ParseSpec(data []byte) (*specs.Spec, error) {
-	if len(data) > MaxSpecSize {
-		return nil, fmt.Errorf("%d bytes: larger than the %d MiB a CDI spec may have", len(data), MaxSpecSize>>20)
+	if len(data) > bounded.MaxCDISpec {
+		return nil, fmt.Errorf("%d bytes: larger than the %d MiB a CDI spec may have", len(data), bounded.MaxCDISpec>>20)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("the file is empty: no CDI spec in it (was the generator interrupted?)")
@@ -238,8 +234,8 @@ func ValidateSpec(spec *specs.Spec) error {
 // library parses JSON and YAML alike; f only names the file. It returns
 // the library's complaint.
 func ValidateBytes(data []byte, f Format) error {
-	if len(data) > MaxSpecSize {
-		return fmt.Errorf("validating CDI spec: %d bytes: larger than the %d MiB a CDI spec may have", len(data), MaxSpecSize>>20)
+	if len(data) > bounded.MaxCDISpec {
+		return fmt.Errorf("validating CDI spec: %d bytes: larger than the %d MiB a CDI spec may have", len(data), bounded.MaxCDISpec>>20)
 	}
 	fd, err := unix.MemfdCreate("nodeprep-cdi."+string(f), unix.MFD_CLOEXEC)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
@@ -60,7 +61,7 @@ func fullFS(t *testing.T, dir string) (fill func()) {
 // readStatus reads and decodes the status file.
 func readStatus(t *testing.T, host *hostfs.Root, p string) Report {
 	t.Helper()
-	data, err := host.ReadFile(p)
+	data, err := host.ReadFile(p, bounded.MaxStatus)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestUpStatusOnFullFS(t *testing.T) {
 	if rep == nil || !errors.Is(err, syscall.ENOSPC) || rep.Ready {
 		t.Fatalf("err = %v (report %v), want ENOSPC and not ready", err, rep)
 	}
-	prom, err := host.ReadFile(opts.MetricsFile)
+	prom, err := host.ReadFile(opts.MetricsFile, bounded.MaxStatus)
 	if err != nil || !strings.Contains(string(prom), "\nnodeprep_ready 0\n") {
 		t.Errorf("metrics: %v\n%s", err, prom)
 	}
@@ -140,7 +141,7 @@ func TestHealthOnFullFS(t *testing.T) {
 	if rep, err := Up(context.Background(), host, opts); err != nil || !rep.Ready {
 		t.Fatalf("up: %v %v", err, rep.Verdict)
 	}
-	before, _ := host.ReadFile(opts.StatusFile)
+	before, _ := host.ReadFile(opts.StatusFile, bounded.MaxStatus)
 	fill()
 	rep, err := Health(context.Background(), host, HealthOptions{Inventory: simulated("dgx-h200"), Selftest: probe, StatusFile: opts.StatusFile})
 	if !errors.Is(err, fault.ErrCantWrite) || !errors.Is(err, syscall.ENOSPC) {
@@ -149,7 +150,7 @@ func TestHealthOnFullFS(t *testing.T) {
 	if rep.Ready || !strings.HasPrefix(rep.Verdict, "not ready: ") || !strings.Contains(rep.Verdict, "status.json") {
 		t.Errorf("ready=%v verdict %q: want not ready naming the status file", rep.Ready, rep.Verdict)
 	}
-	if after, _ := host.ReadFile(opts.StatusFile); string(after) != string(before) {
+	if after, _ := host.ReadFile(opts.StatusFile, bounded.MaxStatus); string(after) != string(before) {
 		t.Error("the old status file changed")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -95,7 +96,7 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 		stopped = u.run(iInventory, func(st *StageResult) error {
 			st.Summary = "no GPU baseline"
 			err := fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", opts.StatusFile, baselineErr)
-			if errors.Is(baselineErr, hostfs.ErrTooLarge) {
+			if errors.Is(baselineErr, bounded.ErrTooLarge) {
 				return fault.Malformed(err)
 			}
 			return fault.CheckFailed(err)
@@ -133,12 +134,6 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	return r, u.writeOutputs()
 }
 
-// MaxStatusSize is the largest status file health reads, in bytes (16
-// MiB: a report of 8 GPUs is about 40 KiB, and the inventory in it came
-// from a child report of at most child.MaxReport, 8 MiB). A larger one is
-// refused as malformed (exit 65) before it is read.
-const MaxStatusSize = 16 << 20
-
 // baseline is what health judges against: the GPUs the node booted with
 // and the verdict of the `up` that booted it.
 type baseline struct {
@@ -157,7 +152,7 @@ func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	if statusFile == "" {
 		return baseline{}, errors.New("no status file is configured")
 	}
-	data, err := host.ReadFileLimit(statusFile, MaxStatusSize)
+	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
 	if errors.Is(err, fs.ErrNotExist) {
 		return baseline{}, fmt.Errorf("%s does not exist: nodeprep up has not run", statusFile)
 	}

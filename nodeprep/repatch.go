@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -266,7 +267,7 @@ func lastReport(host *hostfs.Root, statusFile string) *Report {
 	if statusFile == "" {
 		return nil
 	}
-	data, err := host.ReadFile(statusFile)
+	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
 	if err != nil {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specwatch"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -87,7 +88,7 @@ func TestRepatch(t *testing.T) {
 	bootStatus(t, host, true)
 	ctx := context.Background()
 	status := func() Report {
-		data, err := host.ReadFile("/run/nodeprep/status.json")
+		data, err := host.ReadFile("/run/nodeprep/status.json", bounded.MaxStatus)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestRepatch(t *testing.T) {
 	if res.Report.Ready || !strings.Contains(res.Report.Verdict, "/etc/cdi/k8s.device-plugin.nvidia.com-gpu.json") || res.Report.Err() == nil {
 		t.Errorf("with an unpatchable plugin spec: ready %v, verdict %q", res.Report.Ready, res.Report.Verdict)
 	}
-	prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom")
+	prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom", bounded.MaxStatus)
 	if !strings.Contains(string(prom), "nodeprep_ready 0") {
 		t.Errorf("metrics:\n%s", prom)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -112,14 +113,14 @@ func TestUpStops(t *testing.T) {
 				t.Error("drop-in written for an unsafe node")
 			}
 			var status Report
-			data, err := host.ReadFile("/run/nodeprep/status.json")
+			data, err := host.ReadFile("/run/nodeprep/status.json", bounded.MaxStatus)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := json.Unmarshal(data, &status); err != nil || status.Ready || status.Verdict != rep.Verdict {
 				t.Errorf("status file: %v %+v", err, status.Verdict)
 			}
-			prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom")
+			prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom", bounded.MaxStatus)
 			if !strings.Contains(string(prom), "nodeprep_ready 0") {
 				t.Errorf("metrics:\n%s", prom)
 			}
@@ -182,7 +183,7 @@ func TestUpPreflight(t *testing.T) {
 			if tt.prepare != nil {
 				tt.prepare(t, host)
 			}
-			before, _ := host.ReadFile(cdi.DefaultSpecPath)
+			before, _ := host.ReadFile(cdi.DefaultSpecPath, bounded.MaxCDISpec)
 			opts := upOptions(simulated("dgx-h200"), nil)
 			opts.MetricsFile = tt.metrics
 			opts.Join.DropIn = tt.dropIn
@@ -194,7 +195,7 @@ func TestUpPreflight(t *testing.T) {
 			if tt.ctr != nil && host.Exists("/etc/rancher/k3s/config.yaml.d") {
 				t.Error("a preflight that refused the container's inputs made the drop-in directory")
 			}
-			if after, _ := host.ReadFile(cdi.DefaultSpecPath); string(after) != string(before) {
+			if after, _ := host.ReadFile(cdi.DefaultSpecPath, bounded.MaxCDISpec); string(after) != string(before) {
 				t.Error("the spec was written before the outputs were checked")
 			}
 		})

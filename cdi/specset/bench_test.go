@@ -6,6 +6,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -30,7 +31,7 @@ func BenchmarkCheckSingleSpec(b *testing.B) {
 // in /var/run/cdi, plus an empty /etc/cdi. Target: < 2× the single spec.
 func BenchmarkCheckView3(b *testing.B) {
 	root := testkit.HostTree(b, "nixos-h200")
-	data, err := root.ReadFile(cdi.DefaultSpecPath)
+	data, err := root.ReadFile(cdi.DefaultSpecPath, bounded.MaxCDISpec)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -193,8 +194,8 @@ type View struct {
 // in name order; a missing directory is skipped), with the machine path
 // of each. A FIFO or other non-regular spec file is an error: the library
 // opens spec files with a blocking open, which would hang a boot. So is a
-// spec larger than cdi.MaxSpecSize. Both are fault.ErrMalformed naming the
-// file; a directory that cannot be read is an error too.
+// spec larger than bounded.MaxCDISpec. Both are fault.ErrMalformed naming
+// the file; a directory that cannot be read is an error too.
 func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]string, err error) {
 	machine = make([]string, 0, len(dirs))
 	files = make([][]string, len(dirs))
@@ -227,8 +228,8 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 			if err == nil && !st.Mode().IsRegular() && !st.IsDir() {
 				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s is not a regular file", d, e.Name()))
 			}
-			if err == nil && st.Size() > cdi.MaxSpecSize {
-				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s has %d bytes: larger than the %d MiB a CDI spec may have (cdi.MaxSpecSize)", d, e.Name(), st.Size(), cdi.MaxSpecSize>>20))
+			if err == nil && st.Size() > bounded.MaxCDISpec {
+				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s has %d bytes: larger than the %d MiB a CDI spec may have (bounded.MaxCDISpec)", d, e.Name(), st.Size(), bounded.MaxCDISpec>>20))
 			}
 			files[i] = append(files[i], e.Name())
 		}
@@ -333,7 +334,7 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 			if namedIn == prio && path.Base(named) == name {
 				hp = named // the same file, by the path nodeprep was given
 			}
-			data, err := host.ReadFile(hp)
+			data, err := host.ReadFile(hp, bounded.MaxCDISpec)
 			v.bytes += len(data)
 			var raw *specs.Spec
 			if err == nil {

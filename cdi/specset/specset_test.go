@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
@@ -217,7 +218,7 @@ func TestViewDirs(t *testing.T) {
 	// The same spec in both directories: /var/run/cdi (later) wins the
 	// names, /etc/cdi's copy is shadowed, which is no conflict.
 	root = testkit.HostTree(t, "nixos-h200")
-	data, err := root.ReadFile(cdi.DefaultSpecPath)
+	data, err := root.ReadFile(cdi.DefaultSpecPath, bounded.MaxCDISpec)
 	if err != nil {
 		t.Fatal(err)
 	}

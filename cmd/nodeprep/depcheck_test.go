@@ -48,7 +48,8 @@ func listPackagesIn(t *testing.T, dir, pattern string) []goPackage {
 
 // TestDependencies keeps the layering of DESIGN.md: cmd → nodeprep →
 // {nodeprep/*, cdi}; only cmd/ imports cobra; the leaf packages never
-// import the pipeline or the command layer.
+// import the pipeline or the command layer; nodeprep/bounded imports the
+// standard library only.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/nodeprep/nodeprep"
 	for _, p := range listPackages(t) {
@@ -61,6 +62,8 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s imports the command layer %s", p.ImportPath, imp)
 			case rel == "nodeprep/manifest" && strings.HasPrefix(imp, mod+"/"):
 				t.Errorf("%s imports %s: the manifest parser is a leaf both cdi and selftest import", p.ImportPath, imp)
+			case rel == "nodeprep/bounded" && strings.Contains(strings.Split(imp, "/")[0], "."):
+				t.Errorf("%s imports %s: the bounded reader is std only, for the lean child that links it", p.ImportPath, imp)
 			case strings.HasPrefix(imp, mod+"/"+testenv) && !strings.HasPrefix(rel, testenv):
 				t.Errorf("%s imports %s: the test harness (%s) is for tests only", p.ImportPath, imp, testenv)
 			case imp == mod+"/nodeprep" && (strings.HasPrefix(rel, "nodeprep/") || strings.HasPrefix(rel, "cdi")):

@@ -23,8 +23,8 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
 // Object is one document of a manifest, decoded. Exactly one of PodSpec
@@ -67,10 +67,6 @@ type Skipped struct {
 // KindHelmValues is Object.Kind for the device plugin chart's values file.
 const KindHelmValues = "HelmValues"
 
-// maxDocument bounds one YAML document (bytes): a manifest larger than this
-// is not something a person wrote.
-const maxDocument = 16 << 20
-
 type typeMeta struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -87,8 +83,11 @@ type typeMeta struct {
 // unknown or duplicate field is an error. A document that is a sequence
 // (`cluster render -o json` prints one) is read item by item. A document
 // with neither apiVersion nor kind must be the device plugin chart's values
-// (DevicePluginValues). Other kinds are returned as Skipped. Errors name the
-// document, are one line, and are marked fault.ErrMalformed.
+// (DevicePluginValues). Other kinds are returned as Skipped. A stream of
+// more than bounded.MaxClusterManifests bytes (64 MiB) is refused before
+// any of it is decoded (an error wrapping bounded.ErrTooLarge), as is a
+// document of more than bounded.MaxClusterDocument (16 MiB). Errors name
+// the document, are one line, and are marked fault.ErrMalformed.
 func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 	return Reader{}.Read(name, r)
 }
@@ -137,7 +136,14 @@ const KindNodeprepConfig = "NodeprepConfig"
 
 // Read is the package's Read with r's recognisers.
 func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
-	yr := utilyaml.NewYAMLReader(bufio.NewReaderSize(r, 64<<10))
+	// The whole stream first, bounded: the YAML reader gathers a document
+	// (and a line) whole, so a stream of one endless line would take its
+	// size in memory before a document's size could be judged.
+	data, err := bounded.ReadAll(r, bounded.MaxClusterManifests)
+	if err != nil {
+		return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %q: %w", name, err)))
+	}
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var (
 		objs []Object
 		skip []Skipped
@@ -150,8 +156,8 @@ func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 		if err != nil {
 			return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %q: %w", name, err)))
 		}
-		if len(doc) > maxDocument {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q document %d: larger than %d MiB", name, n, maxDocument>>20))
+		if len(doc) > bounded.MaxClusterDocument {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q document %d: larger than %d MiB", name, n, bounded.MaxClusterDocument>>20))
 		}
 		src := fmt.Sprintf("%s#%d", name, n)
 		js, err := yaml.YAMLToJSONStrict(doc)
@@ -548,7 +554,7 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 	var files []string
 	if !st.IsDir() {
 		if !st.Mode().IsRegular() && !isDevNull(st) {
-			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: it is %s, not a regular file", rd.display(name), hostfs.DescribeMode(st.Mode())))
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifests %q: it is %s, not a regular file", rd.display(name), bounded.DescribeMode(st.Mode())))
 		}
 		files = []string{name}
 	} else {
@@ -581,10 +587,10 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 				case st.Mode().IsRegular():
 					files = append(files, p)
 				default:
-					notRead = append(notRead, fmt.Sprintf("%q is a symlink to %s", rd.display(p), hostfs.DescribeMode(st.Mode())))
+					notRead = append(notRead, fmt.Sprintf("%q is a symlink to %s", rd.display(p), bounded.DescribeMode(st.Mode())))
 				}
 			default:
-				notRead = append(notRead, fmt.Sprintf("%q is %s", rd.display(p), hostfs.DescribeMode(d.Type())))
+				notRead = append(notRead, fmt.Sprintf("%q is %s", rd.display(p), bounded.DescribeMode(d.Type())))
 			}
 			return nil
 		})

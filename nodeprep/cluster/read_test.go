@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -190,6 +191,33 @@ func TestReadErrorsOneLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadBoundsTheStream: a stream longer than
+// bounded.MaxClusterManifests (here one line that never ends) is refused
+// as malformed, too large, once that much is read; a document over
+// bounded.MaxClusterDocument is refused naming it.
+func TestReadBoundsTheStream(t *testing.T) {
+	t.Parallel()
+	_, _, err := Read("stdin", endless{})
+	if !errors.Is(err, fault.ErrMalformed) || !errors.Is(err, bounded.ErrTooLarge) || !strings.Contains(err.Error(), `reading manifest "stdin": more than the 64 MiB nodeprep reads`) {
+		t.Errorf("endless stream: %v; want malformed, too large, naming it", err)
+	}
+	doc := "a: " + strings.Repeat("x", bounded.MaxClusterDocument) + "\n"
+	_, _, err = Read("m.yaml", strings.NewReader(doc))
+	if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), `reading manifest "m.yaml" document 1: larger than 16 MiB`) {
+		t.Errorf("large document: %v; want malformed naming it", err)
+	}
+}
+
+// endless is a stream of "x" that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
 }
 
 // TestReaderIsConfig: a document Reader.IsConfig recognises is skipped as

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
 // WriteFiles writes docs into the directory dir (created, with its
@@ -74,7 +74,7 @@ func WriteFiles(dir string, docs []Document) (paths []string, err error) {
 		case st.Mode()&fs.ModeSymlink != 0:
 			return fail(target, "", errors.New("it is a symlink: refusing to replace it (remove it, or write to another directory)"))
 		case !st.Mode().IsRegular():
-			return fail(target, "", fmt.Errorf("it is %s, not a regular file", hostfs.DescribeMode(st.Mode())))
+			return fail(target, "", fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(st.Mode())))
 		default:
 			modes[i] = st.Mode().Perm()
 		}

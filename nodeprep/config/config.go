@@ -23,11 +23,6 @@ import (
 // is not given. A missing default file means defaults.
 const DefaultPath = "/etc/nodeprep/config.yaml"
 
-// MaxSize is the largest config file nodeprep reads, in bytes (1
-// MiB; the documented config is under 4 KiB): a larger one is refused as
-// malformed before it is read.
-const MaxSize = 1 << 20
-
 // Config is the config file (/etc/nodeprep/config.yaml): YAML, unknown keys
 // rejected. Every field has a command-line flag that overrides it; the
 // README's "Config file" section lists both. The zero value of a field

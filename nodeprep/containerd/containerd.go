@@ -36,9 +36,9 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/tomldepth"
 )
 
 // Finding codes (cdi.Finding.Code) of this package.
@@ -132,7 +132,7 @@ func Parse(name string, data []byte) (*Config, error) {
 		Version int64                     `toml:"version"`
 		Plugins map[string]toml.Primitive `toml:"plugins"`
 	}
-	if err := tomldepth.Check(data); err != nil { // before the decoder, which would overflow the stack
+	if err := bounded.CheckTOML(data); err != nil { // before the decoder, which would overflow the stack
 		return nil, fault.Malformed(fmt.Errorf("reading containerd config %q: %w", name, err))
 	}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
@@ -202,19 +202,13 @@ type Report struct {
 // under dataDir: <dataDir>/agent/etc/containerd/config.toml.
 func ConfigPath(dataDir string) string { return path.Join(dataDir, configDir, configFile) }
 
-// MaxConfigSize is the largest containerd config.toml (or template) Load
-// reads, in bytes (4 MiB; k3s renders about 4 KiB): a larger one is
-// refused as malformed before it is read (a 2 GB sparse config.toml took
-// 8.5 GiB and 21 s to parse).
-const MaxConfigSize = 4 << 20
-
 // Load reads the containerd config k3s uses under opts.DataDir. It returns
 // (nil, "", nil) when k3s runs no containerd of its own (opts.Endpoint) or
 // when neither config.toml nor a template exists. When config.toml is
 // missing but a template exists, the template is read with its template
 // actions removed. The second result is the template's host path, if any.
 // Errors: unreadable (fault.ErrUnavailable) or malformed, also larger
-// than MaxConfigSize (fault.ErrMalformed).
+// than bounded.MaxContainerdConfig (fault.ErrMalformed).
 func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	if opts.Endpoint != "" {
 		return nil, "", nil
@@ -228,16 +222,16 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 		}
 	}
 	p := path.Join(dir, configFile)
-	data, err := root.ReadFileLimit(p, MaxConfigSize)
+	data, err := root.ReadFile(p, bounded.MaxContainerdConfig)
 	if errors.Is(err, fs.ErrNotExist) && tmpl != "" {
 		p = tmpl
-		data, err = root.ReadFileLimit(p, MaxConfigSize)
+		data, err = root.ReadFile(p, bounded.MaxContainerdConfig)
 		data = templateVersion(p, data)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, tmpl, nil
-	case errors.Is(err, hostfs.ErrTooLarge):
+	case errors.Is(err, bounded.ErrTooLarge):
 		return nil, tmpl, fault.Malformed(fmt.Errorf("reading containerd config %q: %w", p, err))
 	case err != nil:
 		return nil, tmpl, fault.Unavailable(fmt.Errorf("reading containerd config %q: %w", p, err))

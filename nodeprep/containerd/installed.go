@@ -53,7 +53,7 @@ var versionX = sync.OnceValue(func() *regexp.Regexp {
 // github.com/containerd/containerd(/v2) module it was built from (the
 // main module or a dependency, a replacement's version first, as k3s
 // replaces it with its fork). Errors: the file is missing
-// (fs.ErrNotExist), not a regular file (hostfs.ErrNotRegular: a FIFO, a
+// (fs.ErrNotExist), not a regular file (bounded.ErrNotRegular: a FIFO, a
 // directory), not a Go binary, or names no containerd version.
 func ReadInstalled(root *hostfs.Root, binary string) (*Installed, error) {
 	// Opened without blocking and only when it is a regular file: a FIFO

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
@@ -219,7 +220,7 @@ func TestReadInstalledFIFO(t *testing.T) {
 	go func() { _, err := ReadInstalled(host, BinaryPath(dataDir)); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, hostfs.ErrNotRegular) {
+		if !errors.Is(err, bounded.ErrNotRegular) {
 			t.Errorf("ReadInstalled of a FIFO: %v, want ErrNotRegular", err)
 		}
 	case <-time.After(time.Minute):

@@ -11,23 +11,23 @@
 // rename and directory fsync by that handle: a directory swapped for a
 // link while nodeprep writes cannot move a write out of the root. Every
 // file is opened with O_NONBLOCK and its type checked before it is used,
-// so a FIFO, device or socket in place of a file cannot block nodeprep.
+// so a FIFO, device or socket in place of a file cannot block nodeprep;
+// reads go through package bounded, with the size limit of what is read.
 package hostfs
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -126,131 +126,33 @@ func (r *Root) Exists(hostPath string) bool {
 	return err == nil
 }
 
-// ErrNotRegular is returned (wrapped) by ReadFile for a directory, FIFO,
-// device or socket.
-var ErrNotRegular = errors.New("not a regular file")
-
-// MaxFileSize is the most ReadFile reads of any file, in bytes (64 MiB,
-// the size a CDI spec may have, cdi.MaxSpecSize): a larger file is
-// refused with ErrTooLarge before anything is read, so no file nodeprep
-// reads (a 2 GB sparse manifest, say) can take its size in memory. Files
-// with a smaller limit of their own are read with ReadFileLimit.
-const MaxFileSize = 64 << 20
-
-// ReadFile reads the regular file hostPath names, following symlinks inside
-// the root, of at most MaxFileSize bytes (else an error wrapping
-// ErrTooLarge). Anything else (a directory, a FIFO, a device) gives an
-// error wrapping ErrNotRegular; a FIFO is opened without blocking, so a
-// FIFO in place of a spec or config cannot hang a boot.
-func (r *Root) ReadFile(hostPath string) ([]byte, error) {
-	return r.ReadFileLimit(hostPath, MaxFileSize)
-}
-
-// ErrTooLarge is returned (wrapped) by ReadFileLimit for a file larger
-// than its limit.
-var ErrTooLarge = errors.New("file too large")
-
-// ReadFileLimit is ReadFile for a file that may have at most limit bytes
-// (a k3s config, nodeprep's config): a larger one gives an error wrapping
-// ErrTooLarge before anything is read, so a huge or sparse file cannot
-// take its size in memory.
-func (r *Root) ReadFileLimit(hostPath string, limit int64) ([]byte, error) {
+// ReadFile reads the regular file hostPath names, following symlinks
+// inside the root, of at most limit bytes (one of bounded's Max* limits):
+// bounded.ReadFile on the path under the root, with its errors (wrapping
+// bounded.ErrTooLarge for a larger file, bounded.ErrNotRegular for a
+// directory, FIFO, device or socket, which is opened without blocking, so
+// a FIFO in place of a spec or config cannot hang a boot).
+func (r *Root) ReadFile(hostPath string, limit int64) ([]byte, error) {
 	p, err := r.Path(hostPath)
 	if err != nil {
 		return nil, err
 	}
-	return readRegular(p, limit)
+	return bounded.ReadFile(p, limit)
 }
 
-// ReadRegularFile reads the regular file at path on this machine (not under
-// a root), with ReadFileLimit's refusals of anything else and of a file
-// over limit bytes.
-func ReadRegularFile(path string, limit int64) ([]byte, error) { return readRegular(path, limit) }
-
 // OpenRegular opens the regular file hostPath names for reading, following
-// symlinks inside the root, without blocking: a FIFO, device, socket or
-// directory gives an error wrapping ErrNotRegular, so a reader that needs
-// a file handle (debug/buildinfo on a binary) cannot hang on a FIFO. The
-// caller closes the file.
+// symlinks inside the root, without blocking: bounded.Open on the path
+// under the root, so a FIFO, device, socket or directory gives an error
+// wrapping bounded.ErrNotRegular and a reader that needs a file handle
+// (debug/buildinfo on a binary) cannot hang on a FIFO. The caller closes
+// the file.
 func (r *Root) OpenRegular(hostPath string) (*os.File, error) {
 	p, err := r.Path(hostPath)
 	if err != nil {
 		return nil, err
 	}
-	f, _, err := openRegular(p)
+	f, _, err := bounded.Open(p)
 	return f, err
-}
-
-// openRegular opens the regular file at path without blocking and
-// returns it with its Stat.
-func openRegular(path string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ENXIO) { // a socket cannot be opened at all
-		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
-			return nil, nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
-		}
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s is %s: %w", path, DescribeMode(st.Mode()), ErrNotRegular)
-	}
-	return f, st, nil
-}
-
-// readRegular reads the regular file at path, of at most limit bytes
-// (also when it grows while it is read).
-func readRegular(path string, limit int64) ([]byte, error) {
-	f, st, err := openRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st.Size() > limit {
-		return nil, tooLarge(path, st.Size(), limit)
-	}
-	// One buffer of the file's size (and a little to see the end):
-	// io.ReadAll's doubling would hold up to twice a big spec.
-	buf := make([]byte, 0, st.Size()+512)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if int64(len(buf)) > limit {
-			return nil, tooLarge(path, int64(len(buf)), limit)
-		}
-		if len(buf) == cap(buf) { // the file grew while we read it
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
-}
-
-// tooLarge is the ErrTooLarge error for a file of size bytes over limit.
-func tooLarge(path string, size, limit int64) error {
-	return fmt.Errorf("%s has %d bytes, more than the %s this file may have: %w", path, size, sizeText(limit), ErrTooLarge)
-}
-
-// sizeText writes a limit in MiB or KiB when it is a whole number of them.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // ReadDir lists the directory hostPath names, sorted by name.
@@ -290,24 +192,4 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// DescribeMode names a file's type for messages ("a named pipe (FIFO)",
-// "a directory"), for the refusals of what is not a regular file.
-func DescribeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	}
-	return "not a regular file (mode " + m.String() + ")"
 }

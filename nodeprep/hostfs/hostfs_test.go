@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -173,19 +174,19 @@ func TestReadFileRegularOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := root.ReadFile("/run/fifo"); done <- err }()
+	go func() { _, err := root.ReadFile("/run/fifo", bounded.MaxConfig); done <- err }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, hostfs.ErrNotRegular) {
+		if !errors.Is(err, bounded.ErrNotRegular) {
 			t.Errorf("FIFO: %v", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("reading a FIFO blocked")
 	}
-	if _, err := root.ReadFile("/run"); !errors.Is(err, hostfs.ErrNotRegular) {
+	if _, err := root.ReadFile("/run", bounded.MaxConfig); !errors.Is(err, bounded.ErrNotRegular) {
 		t.Errorf("directory: %v", err)
 	}
-	if data, err := root.ReadFile("/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json"); err != nil || string(data) != "{}" {
+	if data, err := root.ReadFile("/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json", bounded.MaxManifest); err != nil || string(data) != "{}" {
 		t.Errorf("regular file through a link: %q, %v", data, err)
 	}
 }

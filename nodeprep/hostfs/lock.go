@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -74,7 +75,7 @@ func (r *Root) openLockFile() (*os.File, error) {
 	name := path.Base(LockPath)
 	// Look before opening: a device is not even opened.
 	if st, err := statAt(dir, name); err == nil && !modeOf(st).IsRegular() {
-		return nil, fmt.Errorf("it is %s, not a regular file", DescribeMode(modeOf(st)))
+		return nil, fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(modeOf(st)))
 	}
 	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.ELOOP) {
@@ -92,7 +93,7 @@ func (r *Root) openLockFile() (*os.File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("it is %s, not a regular file", DescribeMode(st.Mode()))
+		return nil, fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(st.Mode()))
 	}
 	return f, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 )
 
 // MaxPrivateEntries bounds the files and directories PrivateDir checks in
@@ -88,7 +90,7 @@ func openPrivate(dir *os.File, name string) (*os.File, error) {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			st, serr := statAt(dir, name)
 			if serr == nil {
-				return nil, fmt.Errorf("%s is %s: %w", name, DescribeMode(modeOf(st)), ErrNotPrivate)
+				return nil, fmt.Errorf("%s is %s: %w", name, bounded.DescribeMode(modeOf(st)), ErrNotPrivate)
 			}
 		}
 		return nil, err
@@ -135,7 +137,7 @@ func checkPrivate(d *os.File, shown string, n *int) error {
 				return err
 			}
 		case !m.IsRegular():
-			return fmt.Errorf("%s is %s: %w", p, DescribeMode(m), ErrNotPrivate)
+			return fmt.Errorf("%s is %s: %w", p, bounded.DescribeMode(m), ErrNotPrivate)
 		case int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0:
 			return fmt.Errorf("%s is not private to this user (owner %d, mode %s): %w", p, st.Uid, m, ErrNotPrivate)
 		case st.Nlink > 1:

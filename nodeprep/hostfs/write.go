@@ -14,6 +14,7 @@ import (
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -198,7 +199,7 @@ func (r *Root) writeFile(hostPath string, data []byte, opts WriteOptions) error 
 		case m&fs.ModeSymlink != 0:
 			return errors.New("refusing to write through a symlink")
 		case !m.IsRegular():
-			return fmt.Errorf("it is %s, not a regular file", DescribeMode(m))
+			return fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(m))
 		}
 		if !opts.ForceMode {
 			mode = m.Perm()
@@ -306,7 +307,7 @@ func (r *Root) checkWritable(hostPath string, mkdir bool) error {
 	defer dir.Close()
 	if st, err := statAt(dir, base); err == nil {
 		if m := modeOf(st); !m.IsRegular() {
-			return fmt.Errorf("it is %s, not a regular file", DescribeMode(m))
+			return fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(m))
 		}
 		// An immutable file (chattr +i) cannot be replaced by a rename
 		// either; opening it for writing (no truncation, nothing
@@ -352,7 +353,7 @@ func (r *Root) RemoveFile(hostPath string) error {
 			return err
 		}
 		if m := modeOf(st); !m.IsRegular() {
-			return fmt.Errorf("it is %s, not a regular file", DescribeMode(m))
+			return fmt.Errorf("it is %s, not a regular file", bounded.DescribeMode(m))
 		}
 		if err := unix.Unlinkat(int(dir.Fd()), base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			return err

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -207,8 +208,8 @@ func LoadEnvironment(root *hostfs.Root, file string, base map[string]string) (ma
 	if file == "" {
 		return env, nil
 	}
-	data, err := root.ReadFileLimit(file, MaxConfigSize)
-	if errors.Is(err, hostfs.ErrNotRegular) || errors.Is(err, hostfs.ErrTooLarge) {
+	data, err := root.ReadFile(file, bounded.MaxK3sConfig)
+	if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
 		return nil, fault.Malformed(fmt.Errorf("reading k3s environment file %q: %w", file, err))
 	}
 	if err != nil {

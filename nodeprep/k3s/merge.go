@@ -13,6 +13,7 @@ import (
 
 	yaml2 "go.yaml.in/yaml/v2"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -71,11 +72,6 @@ func IsDropInName(name string) bool {
 	return strings.HasSuffix(l, ".yaml") || strings.HasSuffix(l, ".yml")
 }
 
-// MaxConfigSize is the largest k3s config file or drop-in nodeprep reads:
-// 1 MiB, far more than any real one (a few hundred bytes); a larger file
-// is malformed input rather than a reason to hold it in memory.
-const MaxConfigSize = 1 << 20
-
 // ErrK3sWouldNotStart marks (with fault.ErrMalformed, exit 65) a k3s
 // configuration k3s refuses: it exits at start, so nodeprep's drop-in
 // would never reach the node.
@@ -110,7 +106,7 @@ func wouldNotStart(err error) error {
 //   - ErrK3sWouldNotStart (fault.ErrMalformed): the drop-in directory is
 //     not a directory, or a file is a directory (through a link), a FIFO,
 //     a device or a socket (k3s fails to read it, or blocks on a FIFO), or
-//     a file is over MaxConfigSize (which nodeprep does not read);
+//     a file is over bounded.MaxK3sConfig (which nodeprep does not read);
 //   - fault.ErrUnavailable: another read error, such as permission denied.
 func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 	dir := DropInDir(configPath)
@@ -132,7 +128,7 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 	}
 	files := make([]File, 0, len(paths))
 	for _, p := range paths {
-		data, err := root.ReadFileLimit(p, MaxConfigSize)
+		data, err := root.ReadFile(p, bounded.MaxK3sConfig)
 		if errors.Is(err, fs.ErrNotExist) {
 			what := "does not exist (a dangling symlink?)"
 			if st, lerr := root.Lstat(p); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
@@ -152,9 +148,9 @@ func ReadFiles(root *hostfs.Root, configPath string) ([]File, error) {
 // ErrK3sWouldNotStart, anything else (permission denied) unavailable.
 func readError(what, p string, err error) error {
 	switch {
-	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, syscall.EISDIR):
+	case errors.Is(err, bounded.ErrNotRegular), errors.Is(err, syscall.EISDIR):
 		return wouldNotStart(fmt.Errorf("reading %s %q: %w: k3s reads every *.yaml and *.yml entry and fails on one it cannot read", what, p, err))
-	case errors.Is(err, hostfs.ErrTooLarge):
+	case errors.Is(err, bounded.ErrTooLarge):
 		return wouldNotStart(fmt.Errorf("reading %s %q: %w", what, p, err))
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP):
 		return wouldNotStart(fmt.Errorf("reading %s %q: %w: k3s fails on it at start", what, p, err))

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -32,13 +33,12 @@ const (
 	// GPU workloads require it to be "true" (nodeprep/cluster render).
 	LabelGPUReady = "nodeprep.dev/gpu-ready"
 	// The condition's reasons (UpperCamelCase, as Kubernetes reasons).
-	ReasonHealthy    = "GPUsHealthy"
-	ReasonGPULost    = "GPUMissingOrUnhealthy"
-	ReasonSelftest   = "AdapterSelftestFailed"
-	ReasonNotReady   = "NodeprepNotReady"
-	nodeUserPrefix   = "system:node:"
-	nodesGroup       = "system:nodes"
-	maxResponseBytes = 4 << 20
+	ReasonHealthy  = "GPUsHealthy"
+	ReasonGPULost  = "GPUMissingOrUnhealthy"
+	ReasonSelftest = "AdapterSelftestFailed"
+	ReasonNotReady = "NodeprepNotReady"
+	nodeUserPrefix = "system:node:"
+	nodesGroup     = "system:nodes"
 )
 
 // DefaultTimeout bounds one Report (all of its requests): the health
@@ -63,15 +63,18 @@ type Client struct {
 // Load reads the kubeconfig at host path file under root, with the files
 // it names (a relative path is relative to the kubeconfig's directory, as
 // clientcmd resolves it; an absolute one is a host path under root), and
-// returns a Client for the node its client certificate names. Errors:
-// fault.ErrUnavailable when the kubeconfig does not exist (the node has
-// never registered) or a file it names cannot be read; fault.ErrMalformed
-// for a kubeconfig ParseKubeconfig refuses, PEM that does not parse, and a
-// certificate that is not a kubelet's (see NodeName).
+// returns a Client for the node its client certificate names. Each file
+// is read with bounded.MaxKubeconfig's limit. Errors: fault.ErrUnavailable
+// when the kubeconfig does not exist (the node has never registered) or a
+// file it names cannot be read; fault.ErrMalformed for a file that is not
+// a regular file (bounded.ErrNotRegular) or is over the limit
+// (bounded.ErrTooLarge), a kubeconfig ParseKubeconfig refuses, PEM that
+// does not parse, and a certificate that is not a kubelet's (see
+// NodeName).
 func Load(root *hostfs.Root, file string) (*Client, error) {
-	data, err := root.ReadFileLimit(file, MaxKubeconfigSize)
+	data, err := root.ReadFile(file, bounded.MaxKubeconfig)
 	if err != nil {
-		return nil, fault.Unavailable(fmt.Errorf("reading kubeconfig %s: %w", file, err))
+		return nil, readError(fmt.Errorf("reading kubeconfig %s: %w", file, err))
 	}
 	sel, err := ParseKubeconfig(data)
 	if err != nil {
@@ -81,9 +84,9 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 		if !path.IsAbs(ref) {
 			ref = path.Join(path.Dir(file), ref)
 		}
-		b, err := root.ReadFileLimit(ref, MaxKubeconfigSize)
+		b, err := root.ReadFile(ref, bounded.MaxKubeconfig)
 		if err != nil {
-			return nil, fault.Unavailable(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
+			return nil, readError(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
 		}
 		return b, nil
 	})
@@ -95,6 +98,16 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
 	}
 	return c, nil
+}
+
+// readError marks an error of reading a kubeconfig or a file it names:
+// what is not a regular file or is over its limit is malformed input,
+// anything else unavailable.
+func readError(err error) error {
+	if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
+		return fault.Malformed(err)
+	}
+	return fault.Unavailable(err)
 }
 
 // Credential is what New needs: the server's https URL, the PEM of its CA
@@ -369,7 +382,7 @@ func (c *API) do(ctx context.Context, method, p, ctype string, in, out any) erro
 		return fault.Unavailable(fmt.Errorf("%s %s: %w", method, u.Redacted(), err))
 	}
 	defer resp.Body.Close() //nolint:errcheck // read-only body
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	data, err := bounded.ReadAll(resp.Body, bounded.MaxAPIResponse)
 	if err != nil {
 		return fault.Unavailable(fmt.Errorf("%s %s: reading the response: %w", method, u.Redacted(), err))
 	}

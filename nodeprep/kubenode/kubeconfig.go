@@ -23,12 +23,9 @@ import (
 	"path"
 
 	"sigs.k8s.io/yaml"
-)
 
-// MaxKubeconfigSize is the largest kubeconfig, certificate or key file
-// read, in bytes: k3s's kubelet.kubeconfig is under 1 KiB and its PEM
-// files a few KiB.
-const MaxKubeconfigSize = 1 << 20
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+)
 
 // KubeletKubeconfig is the kubelet's kubeconfig under k3s's data-dir
 // (k3s pkg/agent/config get: filepath.Join(DataDir, "agent",
@@ -117,8 +114,8 @@ func ParseKubeconfig(data []byte) (*Selection, error) {
 // ParseAnyKubeconfig is ParseKubeconfig for any user: a client
 // certificate, a bearer token, or neither (the CA alone).
 func ParseAnyKubeconfig(data []byte) (*Selection, error) {
-	if len(data) > MaxKubeconfigSize {
-		return nil, fmt.Errorf("kubeconfig is %d bytes, more than %d", len(data), MaxKubeconfigSize)
+	if len(data) > bounded.MaxKubeconfig {
+		return nil, fmt.Errorf("kubeconfig is %d bytes, more than %d", len(data), bounded.MaxKubeconfig)
 	}
 	var kc Kubeconfig
 	if err := yaml.Unmarshal(data, &kc); err != nil {

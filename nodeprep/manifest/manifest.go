@@ -3,48 +3,15 @@
 // and LoaderLayerInterface docs), glvnd EGL vendor manifests and EGL
 // external platform manifests. It is the one parser cdi (what to mount) and
 // selftest (why a driver did not load) share; it imports nothing of
-// nodeprep's.
+// nodeprep's. It parses bytes: its callers read a manifest with
+// bounded.ReadFile and bounded.MaxManifest.
 package manifest
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"syscall"
 )
-
-// MaxSize is the largest loader manifest nodeprep reads, in bytes (1 MiB;
-// NVIDIA's are under 1 KiB, and the Vulkan loader itself stops reading a
-// manifest at a few KiB of nesting): a larger one is refused before it is
-// read (cdi: a bad-manifest finding; selftest: the ICD check's error).
-const MaxSize = 1 << 20
-
-// ReadFile reads the manifest at path on this machine: a regular file
-// (opened O_NONBLOCK, so a FIFO cannot block it) of at most MaxSize bytes.
-func ReadFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (mode %s)", path, st.Mode())
-	}
-	if st.Size() > MaxSize {
-		return nil, fmt.Errorf("%s has %d bytes, more than the %d MiB a manifest may have", path, st.Size(), MaxSize>>20)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err == nil && len(data) > MaxSize {
-		return nil, fmt.Errorf("%s grew past the %d MiB a manifest may have while it was read", path, MaxSize>>20)
-	}
-	return data, err
-}
 
 // Kind says which loader reads a manifest and so where it must
 // appear in the container.

@@ -46,9 +46,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/tomldepth"
 )
 
 // DefaultPath is where the NVIDIA container runtime reads its config.
@@ -128,7 +128,7 @@ func Parse(name string, data []byte) (*Config, error) {
 			} `toml:"modes"`
 		} `toml:"nvidia-container-runtime"`
 	}
-	if err := tomldepth.Check(data); err != nil { // before the decoder, which would overflow the stack
+	if err := bounded.CheckTOML(data); err != nil { // before the decoder, which would overflow the stack
 		return nil, fault.Malformed(fmt.Errorf("reading NVIDIA container runtime config %q: %w", name, err))
 	}
 	if _, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw); err != nil {
@@ -161,7 +161,7 @@ func Load(root *hostfs.Root, p string) (*Config, error) {
 	if p == "" {
 		p = DefaultPath
 	}
-	data, err := root.ReadFile(p)
+	data, err := root.ReadFile(p, bounded.MaxNVRuntimeConfig)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Defaults(p), nil

@@ -22,6 +22,7 @@ static int np_dlopen_check(const char *path, char *err, size_t errlen) {
 import "C"
 
 import (
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/manifest"
 
 	_ "embed"
@@ -407,7 +408,7 @@ func checkICDs(paths []string, defaultSearch bool) []ICDCheck {
 	var out []ICDCheck
 	for _, f := range files {
 		c := ICDCheck{Manifest: f}
-		data, err := manifest.ReadFile(f)
+		data, err := bounded.ReadFile(f, bounded.MaxManifest)
 		if err == nil {
 			c.Library, err = parseICDManifest(data)
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
 
 // ClusterExecutable is the file name of the nodeprep that carries the
@@ -74,7 +74,7 @@ func clusterExecutable() (string, error) {
 	case err != nil:
 		return "", fault.Unavailable(fmt.Errorf("nodeprep cluster: the cluster commands are in %s, which is not installed beside %s (%w): %s", ClusterExecutable, self, err, reinstall))
 	case !fi.Mode().IsRegular():
-		return "", fault.Unavailable(fmt.Errorf("nodeprep cluster: %s is %s, not the %s executable: %s", p, hostfs.DescribeMode(fi.Mode()), ClusterExecutable, reinstall))
+		return "", fault.Unavailable(fmt.Errorf("nodeprep cluster: %s is %s, not the %s executable: %s", p, bounded.DescribeMode(fi.Mode()), ClusterExecutable, reinstall))
 	}
 	if err := unix.Access(p, unix.X_OK); err != nil {
 		return "", fault.Unavailable(fmt.Errorf("nodeprep cluster: %s is not executable (mode %s: %w): %s", p, fi.Mode(), err, reinstall))

@@ -119,7 +119,7 @@ func TestPatchDryRunWritesNowhere(t *testing.T) {
 	}
 }
 
-// TestSpecSizeLimit: a spec larger than cdi.MaxSpecSize (64 MiB) is
+// TestSpecSizeLimit: a spec larger than bounded.MaxCDISpec (64 MiB) is
 // refused as malformed input (65) by every command that reads it, before
 // it is read, and nothing is written but the lock `cdi patch` takes
 // before it reads the spec.
@@ -178,7 +178,7 @@ func TestPatchAllOrNothingAcrossSpecs(t *testing.T) {
 	}
 }
 
-// TestSpecSizeLimitInSpecDirs: a spec over cdi.MaxSpecSize anywhere in
+// TestSpecSizeLimitInSpecDirs: a spec over bounded.MaxCDISpec anywhere in
 // the runtime's spec directories is refused (65, naming it) before the
 // CDI library would read it whole.
 func TestSpecSizeLimitInSpecDirs(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -125,16 +126,16 @@ func (g *globals) setup(cmd *cobra.Command) error {
 		name = g.configPath
 	)
 	if name == "" {
-		data, err = host.ReadFileLimit(config.DefaultPath, config.MaxSize)
+		data, err = host.ReadFile(config.DefaultPath, bounded.MaxConfig)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		name = g.configName()
 	} else {
-		data, err = hostfs.ReadRegularFile(name, config.MaxSize)
+		data, err = bounded.ReadFile(name, bounded.MaxConfig)
 	}
 	switch {
-	case errors.Is(err, hostfs.ErrNotRegular), errors.Is(err, hostfs.ErrTooLarge):
+	case errors.Is(err, bounded.ErrNotRegular), errors.Is(err, bounded.ErrTooLarge):
 		return fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
 	case err != nil:
 		return fault.Unavailable(fmt.Errorf("reading config %q: %w", name, err))

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -373,6 +374,55 @@ func TestClusterCheckNotRegular(t *testing.T) {
 	os.Symlink("gone.yaml", filepath.Join(dir, "l.yaml"))
 	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "check", dir); code != 65 || !strings.Contains(errOut, `l.yaml" is a symlink that does not resolve`) {
 		t.Errorf("dangling symlink: exit %d, want 65 naming it\n%s", code, errOut)
+	}
+}
+
+// TestClusterCheckKubeconfigNotRegular: `check --kubeconfig` refuses a
+// kubeconfig, or a CA or client file it names, that is a named pipe (whose
+// open would block until a writer comes), a device that never ends
+// (/dev/zero) or a file over bounded.MaxKubeconfig, with exit 65 naming
+// it, instead of hanging or reading it into memory.
+func TestClusterCheckKubeconfigNotRegular(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, bounded.MaxKubeconfig+1); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	naming := func(name, ca, cert string) string {
+		p := filepath.Join(dir, name)
+		kc := "apiVersion: v1\nkind: Config\ncurrent-context: x\n" +
+			"clusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\", certificate-authority: \"" + ca + "\"}\n" +
+			"contexts:\n- name: x\n  context: {cluster: c, user: u}\n" +
+			"users:\n- name: u\n  user: {client-certificate: \"" + cert + "\", client-key: \"" + cert + "\"}\n"
+		if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct{ name, kubeconfig, message string }{
+		{"FIFO", fifo, "fifo is a named pipe (FIFO)"},
+		{"/dev/zero", "/dev/zero", "/dev/zero is a character device"},
+		{"too large", big, "big has 1048577 bytes, more than the 1 MiB this file may have"},
+		{"CA a FIFO", naming("ca-fifo.yaml", "fifo", "/dev/null"), "reading the CA that kubeconfig " + filepath.Join(dir, "ca-fifo.yaml") + " names: " + fifo + " is a named pipe (FIFO)"},
+		{"client certificate /dev/zero", naming("cert-zero.yaml", "", "/dev/zero"), "reading the client certificate that kubeconfig " + filepath.Join(dir, "cert-zero.yaml") + " names: /dev/zero is a character device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errOut, code := runGuarded(t, context.Background(), strings.NewReader(""), "--config", cfg, "cluster", "check", "--kubeconfig", tt.kubeconfig)
+			if code != app.ExitMalformed || !strings.Contains(errOut, tt.message) {
+				t.Errorf("exit %d, want %d naming %q\n%s", code, app.ExitMalformed, tt.message, errOut)
+			}
+		})
 	}
 }
 

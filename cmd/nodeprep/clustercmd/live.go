@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
@@ -57,11 +57,14 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 
 // loadAPI reads a kubeconfig (a path on this machine, not under --root:
 // it names the cluster, not the node) and the files it names, relative
-// ones from its directory.
+// ones from its directory, each a regular file of at most
+// bounded.MaxKubeconfig bytes: a FIFO, a device (/dev/zero) or a larger
+// file is malformed input (exit 65), refused without blocking and before
+// it is read; a file that cannot be read is unavailable (exit 69).
 func loadAPI(file string) (*kubenode.API, error) {
-	data, err := os.ReadFile(file)
+	data, err := bounded.ReadFile(file, bounded.MaxKubeconfig)
 	if err != nil {
-		return nil, fault.Unavailable(fmt.Errorf("reading kubeconfig: %w", err))
+		return nil, kubeconfigReadError(fmt.Errorf("reading kubeconfig: %w", err))
 	}
 	sel, err := kubenode.ParseAnyKubeconfig(data)
 	if err != nil {
@@ -71,9 +74,9 @@ func loadAPI(file string) (*kubenode.API, error) {
 		if !filepath.IsAbs(ref) {
 			ref = filepath.Join(filepath.Dir(file), ref)
 		}
-		b, err := os.ReadFile(ref)
+		b, err := bounded.ReadFile(ref, bounded.MaxKubeconfig)
 		if err != nil {
-			return nil, fault.Unavailable(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
+			return nil, kubeconfigReadError(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
 		}
 		return b, nil
 	})
@@ -85,4 +88,14 @@ func loadAPI(file string) (*kubenode.API, error) {
 		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
 	}
 	return api, nil
+}
+
+// kubeconfigReadError marks an error of reading a kubeconfig or a file it
+// names: what is not a regular file or is too large is malformed input,
+// anything else unavailable.
+func kubeconfigReadError(err error) error {
+	if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
+		return fault.Malformed(err)
+	}
+	return fault.Unavailable(err)
 }

@@ -39,7 +39,7 @@ func New(env *app.Env) *cobra.Command {
 nodeprep health and nodeprep up run it with their verdict.
 
 Exit status: 0 reported, 65 a kubeconfig or certificate that does not parse,
-69 the API server cannot be reached or refused the request.`,
+is not a regular file or is larger than 1 MiB, 69 the API server cannot be reached or refused the request.`,
 		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := kubenode.Load(env.Host(), o.kubeconfig)
