@@ -83,6 +83,10 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 		}
 		cmd.AddCommand(c)
 	}
+	// cobra adds its completion command when it executes; guardGroups
+	// needs it in the tree now.
+	cmd.InitDefaultCompletionCmd()
+	guardGroups(cmd)
 	registerCompletions(cmd)
 	return cmd, g
 }
@@ -111,7 +115,8 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	if err := checkFlags(cmd.Flags()); err != nil {
 		return err
 	}
-	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+	// A group (cdi, cluster, completion) run bare only prints its help.
+	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasSubCommands() || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
 	host, err := hostfs.New(g.rootDir)
