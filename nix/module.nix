@@ -525,7 +525,7 @@ in
     # only the lock, status and metrics directories and the CDI specs it
     # re-patches (the pod path is re-checked too).
     systemd.services.nodeprep-health = lib.mkIf cfg.health.enable {
-      description = "Re-check NVIDIA GPUs for k3s (inventory and self-test) and update nodeprep_ready";
+      description = "Re-check NVIDIA GPUs for k3s (inventory, CDI re-patch, self-test) and update nodeprep_ready";
       documentation = [ "https://github.com/nodeprep/nodeprep" ];
       after = [ "nodeprep.service" ];
       requisite = [ "nodeprep.service" ];
