@@ -2,10 +2,8 @@ package nodeprep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -133,12 +131,6 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	return r, u.writeOutputs()
 }
 
-// MaxStatusSize is the largest status file health reads, in bytes (16
-// MiB: a report of 8 GPUs is about 40 KiB, and the inventory in it came
-// from a child report of at most child.MaxReport, 8 MiB). A larger one is
-// refused as malformed (exit 65) before it is read.
-const MaxStatusSize = 16 << 20
-
 // baseline is what health judges against: the GPUs the node booted with
 // and the verdict of the `up` that booted it.
 type baseline struct {
@@ -147,26 +139,19 @@ type baseline struct {
 	verdict string
 }
 
-// bootBaseline reads the baseline from the last report in the status file:
-// an `up` report's expectedGPUs (else its inventory's UUIDs) and verdict,
-// or what a `health` report carried forward (expectedGPUs, bootReady,
-// bootVerdict). Errors: no status file (no `up` has run), a file that does
-// not parse as a report (torn, or a field of the wrong type), and a report
-// that records no GPU: in each case health cannot tell a lost GPU.
+// bootBaseline reads the baseline from the last report in the status file
+// (ReadStatus): an `up` report's expectedGPUs (else its inventory's UUIDs)
+// and verdict, or what a `health` report carried forward (expectedGPUs,
+// bootReady, bootVerdict). Errors: ReadStatus's (no status file: no `up`
+// has run; a file that does not parse as a report), and a report that
+// records no GPU: in each case health cannot tell a lost GPU.
 func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	if statusFile == "" {
 		return baseline{}, errors.New("no status file is configured")
 	}
-	data, err := host.ReadFileLimit(statusFile, MaxStatusSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return baseline{}, fmt.Errorf("%s does not exist: nodeprep up has not run", statusFile)
-	}
+	prev, err := ReadStatus(host, statusFile)
 	if err != nil {
 		return baseline{}, err
-	}
-	var prev Report
-	if err := json.Unmarshal(data, &prev); err != nil { // a torn file, or "expectedGPUs": 10
-		return baseline{}, fmt.Errorf("reading status %q: %w", statusFile, err)
 	}
 	b := baseline{gpus: prev.ExpectedGPUs, ready: prev.Ready, verdict: prev.Verdict}
 	if prev.Command == "health" || prev.Command == CommandRepatch {

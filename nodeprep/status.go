@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path"
 	"slices"
@@ -15,6 +16,50 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
+
+// MaxStatusSize is the largest status file ReadStatus reads (for health,
+// a re-patch and `nodeprep status`), in bytes (16 MiB: a report of 8 GPUs
+// is about 40 KiB, and the inventory in it came from a child report of at
+// most child.MaxReport, 8 MiB). A larger one is refused as malformed (exit
+// 65) before it is read.
+const MaxStatusSize = 16 << 20
+
+// ErrNoStatus is wrapped by ReadStatus's error when the status file does
+// not exist: no `nodeprep up` has written it (since boot, for the default
+// file under /run).
+var ErrNoStatus = errors.New("nodeprep up has not run")
+
+// ReadStatus reads the report in the status file statusFile (a host path):
+// the last verdict of `up`, `health` or a re-patch, as they wrote it. It
+// writes nothing and takes no lock: the writers replace the file by an
+// atomic rename, so a reader sees one whole report. Errors: no such file
+// (ErrNoStatus, marked fault.ErrUnavailable); a file over MaxStatusSize or
+// that is not a regular file (wrapping hostfs.ErrTooLarge or
+// hostfs.ErrNotRegular), one that does not parse as a report (torn, or a
+// field of the wrong type) or that carries no verdict, all marked
+// fault.ErrMalformed; any other read error, marked fault.ErrUnavailable.
+func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
+	if statusFile == "" {
+		return nil, fault.Usage(errors.New("no status file is configured"))
+	}
+	data, err := host.ReadFileLimit(statusFile, MaxStatusSize)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w", statusFile, ErrNoStatus))
+	case errors.Is(err, hostfs.ErrTooLarge), errors.Is(err, hostfs.ErrNotRegular):
+		return nil, fault.Malformed(err)
+	case err != nil:
+		return nil, fault.Unavailable(err)
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil { // a torn file, or "expectedGPUs": 10
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: %w", statusFile, err))
+	}
+	if r.Verdict == "" {
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict, so it is not a report nodeprep wrote", statusFile))
+	}
+	return &r, nil
+}
 
 // writeOutputs writes the status file, then the metrics file when set,
 // each atomically, so that what they say is the verdict reached: a write

@@ -85,7 +85,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		env = append(env, kv)
 	}
 	// What the stages' own output must say when they succeed.
-	says := map[string]string{"cdi check": ": ok\n", "selftest": "self-test passed", "up": "\nready (", "health": "\nready ("}
+	says := map[string]string{"cdi check": ": ok\n", "selftest": "self-test passed", "up": "\nready (", "health": "\nready (", "status": "ready\nwritten "}
 	var ran []string
 	for _, c := range cmds {
 		line := strings.ReplaceAll(c.line, "/tmp/node", node)
@@ -120,8 +120,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(ran, " "); got != "inspect cdi cdi cdi selftest join up health" {
-		t.Errorf("the walkthrough runs %q, want every stage then up and health", got)
+	if got := strings.Join(ran, " "); got != "inspect cdi cdi cdi selftest join up health status" {
+		t.Errorf("the walkthrough runs %q, want every stage then up, health and status", got)
 	}
 	if _, err := os.Lstat(node); !os.IsNotExist(err) {
 		t.Errorf("the walkthrough leaves its copy %s behind (%v)", node, err)
