@@ -150,7 +150,7 @@ func (g *globals) setup(cmd *cobra.Command) error {
 
 // configName is the config file as messages name it: --config as given,
 // else where the default file is on this machine (config.DefaultPath
-// under --root: /tmp/node/etc/nodeprep/config.yaml, so that the file named
+// under --root: /tmp/tmp.x/etc/nodeprep/config.yaml, so that the file named
 // is the file to edit).
 func (g *globals) configName() string {
 	if g.configPath != "" {
