@@ -130,7 +130,7 @@ func CheckDevices(spec *specs.Spec, expect []ExpectedDevice) Findings {
 	for _, want := range expect {
 		i := slices.IndexFunc(spec.Devices, func(d specs.Device) bool { return d.Name == want.Name })
 		if i < 0 {
-			fs = append(fs, errorf(CodeMissingDevice, "%s=%s is not in the spec%s: pods asking for it fail with \"unresolvable CDI devices\"", spec.Kind, want.Name, forSuffix(want.For)))
+			fs = append(fs, errorf(CodeMissingDevice, "%s=%s is not in the spec%s: pods asking for it fail with \"unresolvable CDI devices\"; %s", spec.Kind, want.Name, forSuffix(want.For), missingDeviceFix(want.Name)))
 			continue
 		}
 		d := spec.Devices[i]
@@ -143,6 +143,20 @@ func CheckDevices(spec *specs.Spec, expect []ExpectedDevice) Findings {
 		}
 	}
 	return fs
+}
+
+// missingDeviceFix says how to make the spec serve a device of that name:
+// generate it with the device-name strategy that makes such names
+// (nvidia-ctk's: "GPU-<uuid>" and "MIG-<uuid>" come from uuid, "0" and
+// "0:1" from index), or ask for the names the spec has (nodeprep's
+// cdi.deviceNames). cdi patch never adds or renames devices: the
+// generator's knowledge of the GPUs is what makes them.
+func missingDeviceFix(name string) string {
+	strategy := "index"
+	if strings.HasPrefix(name, "GPU-") || strings.HasPrefix(name, "MIG-") {
+		strategy = "uuid"
+	}
+	return fmt.Sprintf("generate the spec with device-name strategy %[1]s (NixOS: hardware.nvidia-container-toolkit.device-name-strategy = \"%[1]s\"; nvidia-ctk cdi generate --device-name-strategy=%[1]s), or set nodeprep's cdi.deviceNames (--device-names) to the names the spec serves", strategy)
 }
 
 func forSuffix(s string) string {

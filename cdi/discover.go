@@ -209,6 +209,13 @@ type discoverer struct {
 
 func (d *discoverer) add(f GraphicsFile) { d.g.Files = append(d.g.Files, f) }
 
+// danglingFix is what to do about a graphics file under the driver root
+// that links into a driver package no longer there: the driver root is
+// older than the store (on NixOS /run/opengl-driver is made when a system
+// is activated), and so, most likely, is the generated spec, which names
+// the same package's files.
+const danglingFix = "switch to (nixos-rebuild switch) or reboot into the system whose driver is installed, so that the driver root points at it, regenerate the CDI spec (nvidia-container-toolkit-cdi-generator.service on NixOS, else nvidia-ctk cdi generate), then run nodeprep up again"
+
 // present reports whether hostPath resolves to a file; a dangling link is
 // recorded as a finding.
 func (d *discoverer) present(hostPath string) bool {
@@ -220,7 +227,7 @@ func (d *discoverer) present(hostPath string) bool {
 		if err != nil {
 			d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a link that does not resolve: %v", hostPath, err))
 		} else {
-			d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a dangling link (to %s): the driver package it points into is gone", hostPath, target))
+			d.g.Findings = append(d.g.Findings, errorf(CodeDanglingHostFile, "%s is a dangling link (to %s): the driver package it points into is gone (the driver changed or was garbage-collected since the driver root was made); %s", hostPath, target, danglingFix))
 		}
 	}
 	return false

@@ -306,6 +306,36 @@ func TestF5GlvndSet(t *testing.T) {
 	})
 }
 
+// TestMissingDeviceFix: a missing-device finding says how to make the
+// spec serve the name: generate it with the device-name strategy that
+// makes such names (uuid for GPU-/MIG-<uuid>, index for 0 and 0:1), on
+// NixOS and with nvidia-ctk, or ask for the names the spec has.
+func TestMissingDeviceFix(t *testing.T) {
+	t.Parallel()
+	spec := &specs.Spec{Version: "0.5.0", Kind: "nvidia.com/gpu", Devices: []specs.Device{{Name: "all"}}}
+	for name, strategy := range map[string]string{
+		"GPU-00000000-0000-0000-0000-000000000001": "uuid",
+		"MIG-00000000-0000-0000-0000-000000000002": "uuid",
+		"0":   "index",
+		"0:1": "index",
+	} {
+		fs := cdi.CheckDevices(spec, []cdi.ExpectedDevice{{Name: name}})
+		if len(fs) != 1 || fs[0].Code != cdi.CodeMissingDevice {
+			t.Fatalf("%s: findings %v, want one %s", name, fs, cdi.CodeMissingDevice)
+		}
+		for _, want := range []string{
+			"nvidia.com/gpu=" + name + " is not in the spec",
+			`hardware.nvidia-container-toolkit.device-name-strategy = "` + strategy + `"`,
+			"nvidia-ctk cdi generate --device-name-strategy=" + strategy,
+			"cdi.deviceNames",
+		} {
+			if !strings.Contains(fs[0].Message, want) {
+				t.Errorf("%s: %q lacks %q", name, fs[0].Message, want)
+			}
+		}
+	}
+}
+
 // F6: the consumer asks for devices by UUID; the spec names them by index.
 func TestF6DeviceNames(t *testing.T) {
 	t.Parallel()

@@ -540,7 +540,7 @@ func (a *analyzer) absoluteLibrary(f GraphicsFile, lib string, apply bool) {
 	}
 	if !apply {
 		if dangling {
-			a.findings = append(a.findings, severityFor(f.Role, CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it", f.Role, f.HostPath, lib, err))
+			a.findings = append(a.findings, severityFor(f.Role, CodeDanglingInContainer, "%s %s names %s: %v, so the loader cannot open it; nodeprep cdi patch mounts %s at %s", f.Role, f.HostPath, lib, err, a.stableAlias(hostLib), target))
 		} else {
 			a.findings = append(a.findings, severityFor(f.Role, CodeUnresolvedLibrary, "%s %s names %s, which no mount puts in the container", f.Role, f.HostPath, lib))
 		}

@@ -566,7 +566,7 @@ in
     # A health run that finds the node not ready exits 1, and must wait for
     # the timer.
     systemd.services.nodeprep-health = lib.mkIf cfg.health.enable (followerService {
-      description = "Re-check NVIDIA GPUs for k3s (inventory and self-test) and update nodeprep_ready";
+      description = "Re-check NVIDIA GPUs for k3s (inventory, CDI re-patch, self-test) and update nodeprep_ready";
       execArgs = nplib.healthExecArgs opts;
       readWritePaths = nplib.healthReadWritePaths opts;
       # The Node report (health.reportToNode) needs TCP to the API server:

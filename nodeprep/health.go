@@ -2,10 +2,8 @@ package nodeprep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -142,26 +140,19 @@ type baseline struct {
 	verdict string
 }
 
-// bootBaseline reads the baseline from the last report in the status file:
-// an `up` report's expectedGPUs (else its inventory's UUIDs) and verdict,
-// or what a `health` report carried forward (expectedGPUs, bootReady,
-// bootVerdict). Errors: no status file (no `up` has run), a file that does
-// not parse as a report (torn, or a field of the wrong type), and a report
-// that records no GPU: in each case health cannot tell a lost GPU.
+// bootBaseline reads the baseline from the last report in the status file
+// (ReadStatus): an `up` report's expectedGPUs (else its inventory's UUIDs)
+// and verdict, or what a `health` report carried forward (expectedGPUs,
+// bootReady, bootVerdict). Errors: ReadStatus's (no status file: no `up`
+// has run; a file that does not parse as a report), and a report that
+// records no GPU: in each case health cannot tell a lost GPU.
 func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	if statusFile == "" {
 		return baseline{}, errors.New("no status file is configured")
 	}
-	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
-	if errors.Is(err, fs.ErrNotExist) {
-		return baseline{}, fmt.Errorf("%s does not exist: nodeprep up has not run", statusFile)
-	}
+	prev, err := ReadStatus(host, statusFile)
 	if err != nil {
 		return baseline{}, err
-	}
-	var prev Report
-	if err := json.Unmarshal(data, &prev); err != nil { // a torn file, or "expectedGPUs": 10
-		return baseline{}, fmt.Errorf("reading status %q: %w", statusFile, err)
 	}
 	b := baseline{gpus: prev.ExpectedGPUs, ready: prev.Ready, verdict: prev.Verdict}
 	if prev.Command == "health" || prev.Command == CommandRepatch {

@@ -79,14 +79,15 @@ func TestBootBaseline(t *testing.T) {
 		ready   bool
 		wantErr bool
 	}{
-		{"up, inventory only", Report{Ready: true, Inventory: inv}, len(inv.GPUs), true, false},
-		{"up, expectedGPUs", Report{Ready: true, Inventory: inv, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
+		{"up, inventory only", Report{Ready: true, Verdict: "ready", Inventory: inv}, len(inv.GPUs), true, false},
+		{"up, expectedGPUs", Report{Ready: true, Verdict: "ready", Inventory: inv, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
 		{"up not ready", Report{Ready: false, Verdict: "not ready: cdi failed", ExpectedGPUs: []string{"GPU-1"}}, 1, false, false},
-		{"health carries the boot verdict", Report{Command: "health", Ready: true, BootReady: &no, ExpectedGPUs: []string{"GPU-1"}}, 1, false, false},
-		{"health, ready boot", Report{Command: "health", Ready: false, BootReady: &yes, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
-		{"health without boot verdict", Report{Command: "health", Ready: true, ExpectedGPUs: []string{"GPU-1"}}, 0, false, true},
+		{"health carries the boot verdict", Report{Command: "health", Ready: true, Verdict: "ready", BootReady: &no, ExpectedGPUs: []string{"GPU-1"}}, 1, false, false},
+		{"health, ready boot", Report{Command: "health", Ready: false, Verdict: "not ready: selftest: x", BootReady: &yes, ExpectedGPUs: []string{"GPU-1"}}, 1, true, false},
+		{"health without boot verdict", Report{Command: "health", Ready: true, Verdict: "ready", ExpectedGPUs: []string{"GPU-1"}}, 0, false, true},
 		{"empty object", map[string]any{}, 0, false, true},
-		{"no GPU recorded", Report{Ready: true, ExpectedGPUs: []string{}}, 0, false, true},
+		{"no verdict: not a report nodeprep wrote", Report{Ready: true, ExpectedGPUs: []string{"GPU-1"}}, 0, false, true},
+		{"no GPU recorded", Report{Ready: true, Verdict: "ready", ExpectedGPUs: []string{}}, 0, false, true},
 		{"wrong type", map[string]any{"expectedGPUs": 10}, 0, false, true},
 	} {
 		data, _ := json.Marshal(tt.report)

@@ -2,7 +2,6 @@ package nodeprep
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
-	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -261,21 +259,18 @@ func foldRuntime(st *StageResult, specErrs int, fs cdi.Findings, log *slog.Logge
 	return ""
 }
 
-// lastReport reads the status file's report; nil when there is none or it
-// does not parse (health and up report that; a re-patch only patches).
+// lastReport reads the status file's report (ReadStatus); nil when there
+// is none or it cannot be read (health and up report that; a re-patch only
+// patches).
 func lastReport(host *hostfs.Root, statusFile string) *Report {
 	if statusFile == "" {
 		return nil
 	}
-	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
+	r, err := ReadStatus(host, statusFile)
 	if err != nil {
 		return nil
 	}
-	var r Report
-	if json.Unmarshal(data, &r) != nil {
-		return nil
-	}
-	return &r
+	return r
 }
 
 // cdiStage is the cdi stage's result for a patch of the view, as `up`

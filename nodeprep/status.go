@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path"
 	"slices"
@@ -12,9 +13,47 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
+
+// ErrNoStatus is wrapped by ReadStatus's error when the status file does
+// not exist: no `nodeprep up` has written it (since boot, for the default
+// file under /run).
+var ErrNoStatus = errors.New("nodeprep up has not run")
+
+// ReadStatus reads the report in the status file statusFile (a host path):
+// the last verdict of `up`, `health` or a re-patch, as they wrote it. It
+// writes nothing and takes no lock: the writers replace the file by an
+// atomic rename, so a reader sees one whole report. Errors: no such file
+// (ErrNoStatus, marked fault.ErrUnavailable); a file over bounded.MaxStatus or
+// that is not a regular file (wrapping hostfs.ErrTooLarge or
+// hostfs.ErrNotRegular), one that does not parse as a report (torn, or a
+// field of the wrong type) or that carries no verdict, all marked
+// fault.ErrMalformed; any other read error, marked fault.ErrUnavailable.
+func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
+	if statusFile == "" {
+		return nil, fault.Usage(errors.New("no status file is configured"))
+	}
+	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w", statusFile, ErrNoStatus))
+	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrNotRegular):
+		return nil, fault.Malformed(err)
+	case err != nil:
+		return nil, fault.Unavailable(err)
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil { // a torn file, or "expectedGPUs": 10
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: %w", statusFile, err))
+	}
+	if r.Verdict == "" {
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict, so it is not a report nodeprep wrote", statusFile))
+	}
+	return &r, nil
+}
 
 // writeOutputs writes the status file, then the metrics file when set,
 // each atomically, so that what they say is the verdict reached: a write

@@ -102,7 +102,8 @@ type StageResult struct {
 // printed by `up -o json`.
 type Report struct {
 	Version string `json:"version" yaml:"version"` // nodeprep's version
-	// Command is "health" for a `nodeprep health` report, empty for `up`.
+	// Command is "health" for a `nodeprep health` report, CommandRepatch
+	// for a re-patch after boot, empty for `up`.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
 	// ExpectedGPUs are the UUIDs of the GPUs the node booted with (the
 	// inventory of the last `up`), which `health` requires still present.

@@ -73,6 +73,7 @@ func TestClusterForwarding(t *testing.T) {
 		{"render -o json", "", []string{"-o", "json", "--config", cfg, "cluster", "render", "--name", "x"}, 0, `"kind": "ScaledJob"`},
 		{"check on stdin, exit 1", manifest, []string{"--config", cfg, "cluster", "check", "-"}, 1, "job/j   gpu-workload  ✗ [1]\n"},
 		{"usage error, exit 2", "", []string{"--config", cfg, "cluster", "check", ""}, 2, ""},
+		{"mistyped command, exit 2", "", []string{"--config", cfg, "cluster", "rendr"}, 2, ""},
 		{"help", "", []string{"help", "cluster"}, 0, "render"},
 		{"help after a global flag", "", []string{"--root", root, "help", "cluster", "check"}, 0, "FILE|DIR|-"},
 		{"help with a global flag", "", []string{"help", "-q", "cluster"}, 0, "render"},

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,68 +64,85 @@ func readmeWalkthrough(t *testing.T, readme string) []walkthroughCommand {
 }
 
 // TestReadmeWalkthrough runs the README's bring-up walkthrough as written,
-// on a machine without a GPU, in the checkout: every command, in order,
-// through the shell, with this test's nodeprep build for bin/nodeprep and
-// a private directory for /tmp/node, and none of the driver variables the
-// other tests set (the loaders' default search must find Mesa's lavapipe
-// and EGL, as on a newcomer's Debian machine). Each exits as its comment
-// says; every nodeprep command reads and writes only under the copy
-// (--root); the pipeline ends ready; the copy is gone at the end.
+// on a machine without a GPU, in the checkout: every line, in order, in one
+// shell (so `node=$(mktemp -d)` holds for the lines after it), with this
+// test's nodeprep build for bin/nodeprep, a private TMPDIR, and none of the
+// driver variables the other tests set (the loaders' default search must
+// find Mesa's lavapipe and EGL, as on a newcomer's Debian machine). Each
+// line exits as its comment says; every nodeprep command reads and writes
+// only under the copy (--root "$node"); the pipeline ends ready; nothing
+// is left in TMPDIR. It runs the walkthrough twice: a second run must
+// start from a clean copy, not one nested in the first's.
 func TestReadmeWalkthrough(t *testing.T) {
 	testkit.Mesa(t)
 	repo := testkit.RepoRoot(t)
 	cmds := readmeWalkthrough(t, filepath.Join(repo, "README.md"))
 	bin := testkit.Binary(t)
-	node := filepath.Join(t.TempDir(), "node")
 	var env []string
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS", "JOURNAL_STREAM":
+		case "VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES", "__EGL_VENDOR_LIBRARY_FILENAMES", "__EGL_VENDOR_LIBRARY_DIRS", "JOURNAL_STREAM", "TMPDIR":
 			continue
 		}
 		env = append(env, kv)
 	}
 	// What the stages' own output must say when they succeed.
-	says := map[string]string{"cdi check": ": ok\n", "selftest": "self-test passed", "up": "\nready (", "health": "\nready ("}
+	says := map[string]string{"cdi check": ": ok\n", "selftest": "self-test passed", "up": "\nready (", "health": "\nready (", "status": "ready\nwritten "}
 	var ran []string
 	for _, c := range cmds {
-		line := strings.ReplaceAll(c.line, "/tmp/node", node)
-		fields := strings.Fields(c.line)
-		if fields[0] == "bin/nodeprep" {
-			if !strings.Contains(c.line, " --root /tmp/node") {
-				t.Errorf("README: %q does not read the copy (--root /tmp/node): it would change this machine", c.line)
-				continue
+		if fields := strings.Fields(c.line); fields[0] == "bin/nodeprep" {
+			if !strings.Contains(c.line, ` --root "$node"`) {
+				t.Errorf("README: %q does not read the copy (--root \"$node\"): it would change this machine", c.line)
 			}
-			line = bin + strings.TrimPrefix(line, "bin/nodeprep")
 			ran = append(ran, fields[1])
 		}
-		cmd := exec.Command("bash", "-c", line)
-		cmd.Dir, cmd.Env = repo, env
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != c.code || c.says != "" && !strings.Contains(string(out), c.says) {
-			t.Fatalf("README: %q: exit %d, want %d saying %q\n%s", c.line, code, c.code, c.says, out)
-		}
-		if len(fields) > 2 && c.code == 0 {
-			name := fields[1]
-			if name == "cdi" {
-				name += " " + fields[2]
-			}
-			if want, ok := says[name]; ok && !strings.Contains(string(out), want) {
-				t.Errorf("README: %q does not say %q:\n%s", c.line, want, out)
-			}
-		}
 	}
-	if got := strings.Join(ran, " "); got != "inspect cdi cdi cdi selftest join up health" {
-		t.Errorf("the walkthrough runs %q, want every stage then up and health", got)
+	if got := strings.Join(ran, " "); got != "inspect cdi cdi cdi selftest join up health status" {
+		t.Errorf("the walkthrough runs %q, want every stage then up, health and status", got)
 	}
-	if _, err := os.Lstat(node); !os.IsNotExist(err) {
-		t.Errorf("the walkthrough leaves its copy %s behind (%v)", node, err)
+	if t.Failed() {
+		return
+	}
+	tmp := t.TempDir() // both runs: a rerun on the same machine
+	for run := 1; run <= 2; run++ {
+		out := t.TempDir()
+		// Each line in the one shell, its output and exit status kept apart.
+		var script strings.Builder
+		for i, c := range cmds {
+			line := c.line
+			if strings.HasPrefix(line, "bin/nodeprep ") {
+				line = bin + strings.TrimPrefix(line, "bin/nodeprep")
+			}
+			fmt.Fprintf(&script, "{ %s\n} >%s/%d.out 2>&1; echo $? >%s/%d.code\n", line, out, i, out, i)
+		}
+		cmd := exec.Command("bash", "-c", script.String())
+		cmd.Dir, cmd.Env = repo, append(env, "TMPDIR="+tmp)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, b)
+		}
+		for i, c := range cmds {
+			output, _ := os.ReadFile(filepath.Join(out, fmt.Sprint(i)+".out"))
+			codeText, _ := os.ReadFile(filepath.Join(out, fmt.Sprint(i)+".code"))
+			code, err := strconv.Atoi(strings.TrimSpace(string(codeText)))
+			if err != nil {
+				t.Fatalf("run %d: README: %q did not run: %q", run, c.line, codeText)
+			}
+			if code != c.code || c.says != "" && !strings.Contains(string(output), c.says) {
+				t.Fatalf("run %d: README: %q: exit %d, want %d saying %q\n%s", run, c.line, code, c.code, c.says, output)
+			}
+			if fields := strings.Fields(c.line); fields[0] == "bin/nodeprep" && c.code == 0 {
+				name := fields[1]
+				if name == "cdi" {
+					name += " " + fields[2]
+				}
+				if want, ok := says[name]; ok && !strings.Contains(string(output), want) {
+					t.Errorf("run %d: README: %q does not say %q:\n%s", run, c.line, want, output)
+				}
+			}
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("run %d: the walkthrough leaves %d entries in TMPDIR (its copy not removed?)", run, len(left))
+		}
 	}
 }
 

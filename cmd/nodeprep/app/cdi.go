@@ -25,7 +25,6 @@ func newCDICommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cdi",
 		Short: "Patch or check the CDI spec so containers get Vulkan, EGL and glvnd",
-		Args:  noArgs,
 	}
 	cmd.AddCommand(newCDIPatchCommand(g), newCDICheckCommand(g), newCDIWatchCommand(g))
 	return cmd

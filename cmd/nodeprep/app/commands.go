@@ -14,5 +14,6 @@ func addCommands(root *cobra.Command, g *globals) {
 		newUpCommand(g),        // up.go
 		newClusterStub(),       // clusterstub.go: runs nodeprep-cluster
 		newHealthCommand(g),    // health.go
+		newStatusCommand(g),    // status.go: reads the status file only
 	)
 }

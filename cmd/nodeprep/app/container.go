@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -33,7 +34,7 @@ type containerFlags struct {
 func (c *containerFlags) add(f *pflag.FlagSet, withSpec bool) {
 	f.BoolVar(&c.enabled, "container", false, "also run the probe inside an OCI container started with the CDI spec's devices (needs --rootfs)")
 	f.StringVar(&c.runtime, "oci-runtime", "", "OCI runtime for --container: a path or a name in PATH (default: runc, else crun, else "+container.K3sRunc+")")
-	f.StringVar(&c.rootfs, "rootfs", "", "root file system of the --container image on this machine: a Vulkan loader and libglvnd, no driver (scripts/make-test-rootfs.sh)")
+	f.StringVar(&c.rootfs, "rootfs", "", "root file system of the --container image, a directory on this machine (a relative one from the working directory): a Vulkan loader and libglvnd, no driver (scripts/make-test-rootfs.sh)")
 	f.BoolVar(&c.perGPU, "per-gpu", false, "with --container, one container per GPU with only its device (default: one with every GPU's)")
 	if withSpec {
 		f.StringVar(&c.spec, "spec", cdi.DefaultSpecPath, "host path of the CDI spec whose directory --container loads devices from")
@@ -53,6 +54,16 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 	rootfs := flagOr(f, "rootfs", c.rootfs, cfg.Rootfs)
 	if rootfs == "" {
 		return container.Options{}, false, fault.Usage(errors.New("--container needs --rootfs (or selftest.rootfs in the config file): the image the probe runs in"))
+	}
+	if f.Changed("rootfs") && !filepath.IsAbs(rootfs) {
+		// A directory on this machine, typed in a shell: relative to the
+		// working directory, as cp and ls take it (an OCI runtime would
+		// take a relative root.path from the bundle's directory).
+		abs, err := filepath.Abs(rootfs)
+		if err != nil {
+			return container.Options{}, false, fault.Usage(fmt.Errorf("--rootfs %q: %w", rootfs, err))
+		}
+		rootfs = abs
 	}
 	if spec == "" {
 		spec = flagOr(f, "spec", c.spec, g.cfg.CDI.Spec)

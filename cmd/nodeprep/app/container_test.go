@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,6 +24,36 @@ func TestContainerUsage(t *testing.T) {
 	err := Run([]string{"--root", t.TempDir(), "selftest", "--simulate", "dgx-h200", "--container"}, IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	if got := ExitCode(err); got != ExitUsage || !strings.Contains(err.Error(), "--container needs --rootfs") {
 		t.Fatalf("exit %d (%v), want %d: --container needs --rootfs", got, err, ExitUsage)
+	}
+}
+
+// TestRootfsRelative: --rootfs names a directory on this machine, and a
+// relative one is taken from the working directory, as a shell user means
+// it (it was refused: "want an absolute path"). up's preflight names the
+// directory it resolved to; an existing relative directory passes it, and
+// the missing runtime is then what stops the run.
+func TestRootfsRelative(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := func(rootfs string) (string, int) {
+		_, stderr, code := runCLI(t, "--root", hostCopy(t, "nixos-h200"), "up", "--simulate", "dgx-h200", "--allow-cpu-adapter",
+			"--container", "--rootfs", rootfs, "--oci-runtime", "/nonexistent/runc")
+		return stderr, code
+	}
+	stderr, code := up("no-such-rootfs")
+	if want := "rootfs " + filepath.Join(wd, "no-such-rootfs") + ":"; code != ExitUnavailable || !strings.Contains(stderr, want) {
+		t.Errorf("--rootfs no-such-rootfs: exit %d, want %d naming %q:\n%s", code, ExitUnavailable, want, stderr)
+	}
+	rel, err := filepath.Rel(wd, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, code = up(rel)
+	if code != ExitUnavailable || strings.Contains(stderr, "rootfs") || !strings.Contains(stderr, "/nonexistent/runc") {
+		t.Errorf("--rootfs %s (a directory): exit %d, want %d for the missing runtime only:\n%s", rel, code, ExitUnavailable, stderr)
 	}
 }
 

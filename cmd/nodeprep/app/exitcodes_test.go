@@ -65,6 +65,8 @@ func TestExitPathsDocumented(t *testing.T) {
 		{"unknown flag", nil, []string{"cdi", "patch", "--bogus"}, ExitUsage, "unknown flag"},
 		{"metrics file is the status file", nil, []string{"up", "--simulate", "dgx-h200", "--metrics-file", "/run/nodeprep/status.json"}, ExitUsage, "two outputs at one path"},
 		{"status file names a directory", nil, []string{"up", "--simulate", "dgx-h200", "--status-file", "/run/nodeprep/"}, ExitUsage, "ending in `/`"},
+		{"no status file", nil, []string{"status"}, ExitUnavailable, "no status file"},
+		{"status file that is not a report", write("run/nodeprep/status.json", "{}\n"), []string{"status"}, ExitMalformed, "a status file that is not a report"},
 		{"derived label", nil, []string{"join", "--simulate", "dgx-h200", "--label", "nvidia.com/gpu.count=99"}, ExitMalformed, "derives from facts"},
 		{"config over its size limit", func(t *testing.T, root string) {
 			write("etc/nodeprep/config.yaml", "")(t, root)

@@ -14,8 +14,10 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
 
-// pathFlags are the flags that name host paths: they must be absolute.
-var pathFlags = []string{"spec", "spec-dir", "driver-root", "glvnd-dir", "k3s-config", "k3s-data-dir", "k3s-env-file", "status-file", "metrics-file", "rootfs"}
+// pathFlags are the flags that name host paths (under --root): they must
+// be absolute. --rootfs is not one: it names a directory on this machine,
+// and a relative one is taken from the working directory (containerFlags).
+var pathFlags = []string{"spec", "spec-dir", "driver-root", "glvnd-dir", "k3s-config", "k3s-data-dir", "k3s-env-file", "status-file", "metrics-file"}
 
 // knownArches are the GOARCH values nodeprep knows the ICD manifest name and
 // multiarch directory of (the architectures NVIDIA ships Linux drivers for).

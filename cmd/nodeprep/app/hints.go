@@ -24,7 +24,7 @@ func rootHint(flags *pflag.FlagSet, rootDir string, err error) string {
 	if f := flags.Lookup("simulate"); f == nil || f.Value.String() == "" {
 		return ""
 	}
-	return "with --simulate on a machine that is not a GPU node, pass --root with a copy of a host tree: cp -a testdata/hosts/nixos-h200 /tmp/node, then --root /tmp/node"
+	return "with --simulate on a machine that is not a GPU node, pass --root with a copy of a host tree: node=$(mktemp -d); cp -a testdata/hosts/nixos-h200/. \"$node\", then --root \"$node\""
 }
 
 // withRootHint is err with rootHint's advice appended; err itself when

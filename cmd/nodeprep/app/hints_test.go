@@ -80,7 +80,7 @@ func TestSimulateRootHint(t *testing.T) {
 			if code != ExitUnavailable || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("exit %d, stderr %q; want exit %d, one line", code, stderr, ExitUnavailable)
 			}
-			if got := strings.Contains(stderr, "pass --root with a copy of a host tree: cp -a testdata/hosts/nixos-h200"); got != tt.hint {
+			if got := strings.Contains(stderr, `pass --root with a copy of a host tree: node=$(mktemp -d); cp -a testdata/hosts/nixos-h200/. "$node", then --root "$node"`); got != tt.hint {
 				t.Errorf("stderr %q: hint %v, want %v", stderr, got, tt.hint)
 			}
 		})

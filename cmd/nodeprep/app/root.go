@@ -84,6 +84,10 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 		}
 		cmd.AddCommand(c)
 	}
+	// cobra adds its completion command when it executes; guardGroups
+	// needs it in the tree now.
+	cmd.InitDefaultCompletionCmd()
+	guardGroups(cmd)
 	registerCompletions(cmd)
 	return cmd, g
 }
@@ -112,7 +116,8 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	if err := checkFlags(cmd.Flags()); err != nil {
 		return err
 	}
-	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasParent() && cmd.Parent().Name() == "completion" {
+	// A group (cdi, cluster, completion) run bare only prints its help.
+	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasSubCommands() || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
 	host, err := hostfs.New(g.rootDir)
@@ -146,7 +151,7 @@ func (g *globals) setup(cmd *cobra.Command) error {
 
 // configName is the config file as messages name it: --config as given,
 // else where the default file is on this machine (config.DefaultPath
-// under --root: /tmp/node/etc/nodeprep/config.yaml, so that the file named
+// under --root: /tmp/tmp.x/etc/nodeprep/config.yaml, so that the file named
 // is the file to edit).
 func (g *globals) configName() string {
 	if g.configPath != "" {

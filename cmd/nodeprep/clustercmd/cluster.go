@@ -98,7 +98,6 @@ nodeprep-cluster beside nodeprep, from the same build (make build puts
 both in bin/, the Nix package in $out/bin). 'nodeprep cluster ...' runs it
 with the same arguments; without it, it exits 69 naming the file it
 looked for.`,
-		Args: app.NoArgs,
 	}
 	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env))
 	return cmd
