@@ -72,6 +72,20 @@ func readStatus(t *testing.T, host *hostfs.Root, p string) Report {
 	return r
 }
 
+// upOnFullFS is a host whose directory dir (relative to the host root) is
+// on a full file system (fullFS), and up's options for it: a self-test
+// that fails under policy taint, which reaches "ready, tainted" without a
+// driver.
+func upOnFullFS(t *testing.T, dir string) (*hostfs.Root, UpOptions) {
+	t.Helper()
+	host := upHost(t, "nixos-h200")
+	fullFS(t, filepath.Join(host.Dir(), dir))()
+	opts := upOptions(simulated("dgx-h200"), nil)
+	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
+	opts.OnSelftestFailure = nodepolicy.PolicyTaint
+	return host, opts
+}
+
 // TestUpMetricsOnFullFS: a metrics file that cannot be written (its file
 // system full: ENOSPC after the preflight's empty probe file fitted) makes
 // the run not ready, and status.json, written before it, says so too
@@ -79,12 +93,7 @@ func readStatus(t *testing.T, host *hostfs.Root, p string) Report {
 // 73).
 func TestUpMetricsOnFullFS(t *testing.T) {
 	t.Parallel()
-	host := upHost(t, "nixos-h200")
-	fill := fullFS(t, filepath.Join(host.Dir(), "var/lib/node_exporter"))
-	fill()
-	opts := upOptions(simulated("dgx-h200"), nil)
-	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-	opts.OnSelftestFailure = nodepolicy.PolicyTaint // reaches "ready, tainted" without a driver
+	host, opts := upOnFullFS(t, "var/lib/node_exporter")
 	opts.MetricsFile = "/var/lib/node_exporter/nodeprep.prom"
 	rep, err := Up(context.Background(), host, opts)
 	if !errors.Is(err, fault.ErrCantWrite) || !errors.Is(err, syscall.ENOSPC) {
@@ -104,12 +113,7 @@ func TestUpMetricsOnFullFS(t *testing.T) {
 // not ready.
 func TestUpStatusOnFullFS(t *testing.T) {
 	t.Parallel()
-	host := upHost(t, "nixos-h200")
-	fill := fullFS(t, filepath.Join(host.Dir(), "run/nodeprep"))
-	fill()
-	opts := upOptions(simulated("dgx-h200"), nil)
-	opts.Selftest = []selftest.Option{selftest.WithCommand("/bin/false")}
-	opts.OnSelftestFailure = nodepolicy.PolicyTaint
+	host, opts := upOnFullFS(t, "run/nodeprep")
 	opts.MetricsFile = "/var/nodeprep.prom"
 	rep, err := Up(context.Background(), host, opts)
 	if rep == nil || !errors.Is(err, syscall.ENOSPC) || rep.Ready {

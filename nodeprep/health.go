@@ -38,7 +38,7 @@ type HealthOptions struct {
 	// inventory's device names (DeviceNames strategies); nil: no cdi
 	// stage.
 	CDI         *cdi.FileOptions
-	DeviceNames []string
+	DeviceNames []string // device-name strategies the specs must serve, with CDI
 	// Runtime, with CDI, returns the findings of the runtime k3s runs
 	// (containerd's config, the pod path through its runtime handlers) as
 	// `cdi check` reports them: judged in the cdi stage, an error makes the
@@ -59,77 +59,32 @@ type HealthOptions struct {
 // write, nothing written on a preflight error); the verdict is
 // Report.Ready and Report.Err.
 func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	base, baselineErr := bootBaseline(host, opts.StatusFile)
+	steps := []step{healthInventoryStep(base, baselineErr, opts.StatusFile)}
+	if opts.CDI != nil {
+		steps = append(steps, healthCDIStep(*opts.CDI, opts.DeviceNames, opts.Runtime))
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if err := CheckOutputs(Output{"status file", opts.StatusFile}, Output{"metrics file", opts.MetricsFile}); err != nil {
-		return nil, err
-	}
-	u := &upRun{host: host, opts: UpOptions{
+	steps = append(steps, selftestStep)
+	e, err := newEnv(host, commandHealth, UpOptions{
 		Inventory: opts.Inventory, Selftest: opts.Selftest, OnSelftestFailure: nodepolicy.PolicyBlock,
 		StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Log: opts.Log, Now: opts.Now, Version: opts.Version,
-	}, report: &Report{
-		Version: opts.Version, Command: "health", StartedAt: opts.Now().UTC(),
-		StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, FilesChanged: []string{},
-	}}
-	if err := u.preflight(); err != nil {
+	}, steps)
+	if err != nil {
 		return nil, err
 	}
-	base, baselineErr := bootBaseline(host, opts.StatusFile)
-	u.report.ExpectedGPUs = base.gpus
-	u.report.BootReady, u.report.BootVerdict = &base.ready, base.verdict
-	for i, name := range []string{StageInventory, StageCDI, StageSelftest, StageJoin} {
-		u.stages[i].Name = name
+	if err := e.preflight(); err != nil {
+		return nil, err
 	}
-	start := opts.Now()
-	var stopped error
+	e.report.ExpectedGPUs = base.gpus
+	e.report.BootReady, e.report.BootVerdict = &base.ready, base.verdict
 	if baselineErr != nil {
-		// A status file that cannot be read has lost the GPUs the node
-		// booted with: health cannot tell a missing GPU, so the node is
-		// not ready, and the file is kept as it is (rewriting it would
-		// make today's GPUs the baseline) until `up` writes it again.
-		stopped = u.run(iInventory, func(st *StageResult) error {
-			st.Summary = "no GPU baseline"
-			err := fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", opts.StatusFile, baselineErr)
-			if errors.Is(baselineErr, bounded.ErrTooLarge) {
-				return fault.Malformed(err)
-			}
-			return fault.CheckFailed(err)
-		})
-		u.opts.StatusFile = ""
-		u.report.StatusFile = ""
-	} else if !base.ready {
-		// health re-checks a node `up` made ready; it does not undo a
-		// verdict `up` reached (a spec it could not patch, a k3s input
-		// it refused): k3s stays down until `up` passes.
-		stopped = u.run(iInventory, func(st *StageResult) error {
-			st.Summary = "the node did not come up"
-			return fault.CheckFailed(fmt.Errorf("the last nodeprep up left the node not ready (%s); health does not undo that: fix it and run nodeprep up", base.verdict))
-		})
-	} else {
-		stopped = u.run(iInventory, u.healthInventory)
+		// The status file is kept as it is (rewriting it would make
+		// today's GPUs the baseline) until `up` writes it again.
+		e.opts.StatusFile, e.report.StatusFile = "", ""
 	}
-	stages := []int{iInventory, iSelftest}
-	if opts.CDI != nil {
-		stages = []int{iInventory, iCDI, iSelftest}
-		if stopped == nil {
-			stopped = u.run(iCDI, func(st *StageResult) error { return u.healthCDI(ctx, st, *opts.CDI, opts.DeviceNames, opts.Runtime) })
-		}
-	}
-	if stopped == nil {
-		stopped = u.run(iSelftest, func(st *StageResult) error { return u.selftest(ctx, st) })
-	}
-	u.finish(start, stopped, stages...)
-	r := u.report
-	if r.Ready {
-		r.Verdict = "ready"
-	} else {
-		r.Verdict = "not ready: " + firstReason(r)
-	}
-	return r, u.writeOutputs()
+	start := e.opts.Now()
+	// health acts at once: its stages have nothing to plan.
+	return e.end(start, e.apply(ctx, steps))
 }
 
 // baseline is what health judges against: the GPUs the node booted with
@@ -155,7 +110,7 @@ func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 		return baseline{}, err
 	}
 	b := baseline{gpus: prev.ExpectedGPUs, ready: prev.Ready, verdict: prev.Verdict}
-	if prev.Command == "health" || prev.Command == CommandRepatch {
+	if prev.Command == commandHealth || prev.Command == CommandRepatch {
 		if prev.BootReady == nil {
 			return baseline{}, fmt.Errorf("%s: a health report without the verdict of the up before it", statusFile)
 		}
@@ -172,15 +127,42 @@ func bootBaseline(host *hostfs.Root, statusFile string) (baseline, error) {
 	return b, nil
 }
 
+// healthInventoryStep is health's inventory stage: the inventory judged
+// against base, the baseline of the node's boot (healthInventory), when
+// it could be read (baselineErr is nil) and the boot made the node ready.
+func healthInventoryStep(base baseline, baselineErr error, statusFile string) step {
+	return step{name: StageInventory, apply: func(e *env, _ context.Context, st *StageResult) error {
+		switch {
+		case baselineErr != nil:
+			// A status file that cannot be read has lost the GPUs the node
+			// booted with: health cannot tell a missing GPU, so the node is
+			// not ready.
+			st.Summary = "no GPU baseline"
+			err := fmt.Errorf("the GPUs the node booted with cannot be read from %s (%v): run nodeprep up to record them again", statusFile, baselineErr)
+			if errors.Is(baselineErr, bounded.ErrTooLarge) {
+				return fault.Malformed(err)
+			}
+			return fault.CheckFailed(err)
+		case !base.ready:
+			// health re-checks a node `up` made ready; it does not undo a
+			// verdict `up` reached (a spec it could not patch, a k3s input
+			// it refused): k3s stays down until `up` passes.
+			st.Summary = "the node did not come up"
+			return fault.CheckFailed(fmt.Errorf("the last nodeprep up left the node not ready (%s); health does not undo that: fix it and run nodeprep up", base.verdict))
+		}
+		return e.healthInventory(st)
+	}}
+}
+
 // healthInventory is the inventory stage plus the baseline: a GPU the node
 // booted with that NVML no longer lists, or lists unhealthy, fails it.
-func (u *upRun) healthInventory(st *StageResult) error {
-	if err := u.inventory(st); err != nil {
+func (e *env) healthInventory(st *StageResult) error {
+	if err := e.inventory(st); err != nil {
 		return err
 	}
 	var lost []string
-	for _, id := range u.report.ExpectedGPUs {
-		if !slices.ContainsFunc(u.inv.GPUs, func(g gpu.GPU) bool { return g.UUID == id }) {
+	for _, id := range e.report.ExpectedGPUs {
+		if !slices.ContainsFunc(e.inv.GPUs, func(g gpu.GPU) bool { return g.UUID == id }) {
 			lost = append(lost, id)
 		}
 	}

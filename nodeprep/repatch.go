@@ -3,29 +3,15 @@ package nodeprep
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nodeprep/nodeprep/cdi"
-	"github.com/nodeprep/nodeprep/cdi/specset"
-	"github.com/nodeprep/nodeprep/nodeprep/containerd"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
-	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 )
-
-// CommandRepatch is Report.Command of a status report that a re-patch
-// after boot wrote (`nodeprep cdi patch`, `nodeprep cdi watch`, the NixOS
-// path unit): the last report with its cdi stage judged again.
-const CommandRepatch = "cdi patch"
-
-// repatchTries is how often Repatch plans again when a writer replaces a
-// spec between the plan and the write (cdi.ErrSpecChanged).
-const repatchTries = 5
 
 // RepatchOptions is what a re-patch after boot needs.
 type RepatchOptions struct {
@@ -94,12 +80,7 @@ func (r *RepatchResult) Changed() bool { return len(r.Wrote) > 0 || r.StatusWrit
 // (fault.ErrCantWrite). A view whose findings are errors is not an error:
 // it is the report's verdict, and Report.Err is set.
 func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*RepatchResult, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
+	opts.Now, opts.Log = defaults(opts.Now, opts.Log)
 	start := opts.Now()
 	prev := lastReport(host, opts.StatusFile)
 	copts := opts.CDI
@@ -107,12 +88,11 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	if prev != nil && prev.Inventory != nil {
 		inv := *prev.Inventory
 		inv.GPUs = inv.Healthy()
-		ex, err := nodepolicy.ExpectedCDIDevices(&inv, opts.DeviceNames)
-		if err != nil {
+		var err error
+		if copts, err = expectOptions(copts, &inv, opts.DeviceNames); err != nil {
 			return nil, err
 		}
-		copts.Expect, expect = ex, len(ex)
-		copts.Discover.DriverVersion = inv.DriverVersion
+		expect = len(copts.Expect)
 	}
 	res := &RepatchResult{Wrote: []string{}}
 	var err error
@@ -122,10 +102,7 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	if prev == nil {
 		return res, nil
 	}
-	st := cdiStage(res.Patch, expect, res.Wrote)
-	if opts.Runtime != nil {
-		foldRuntime(&st, res.Patch.Findings.Errors(), opts.Runtime(), opts.Log)
-	}
+	st, _ := judgeView(res.Patch, expect, res.Wrote, opts.Runtime, opts.Log)
 	st.DurationMS = ms(opts.Now().Sub(start))
 	rep := rejudge(prev, st, opts, start)
 	rep.CDI = res.Patch
@@ -134,129 +111,11 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	if len(res.Wrote) == 0 && rep.Ready == prev.Ready && rep.Verdict == prev.Verdict && slices.Equal(stageReasons(rep, StageCDI), stageReasons(prev, StageCDI)) {
 		return res, nil // nothing changed: status and metrics stay as they are
 	}
-	u := &upRun{host: host, opts: UpOptions{StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Now: opts.Now}, report: rep}
-	if err := u.writeOutputs(); err != nil {
+	if err := (statusFiles{host: host, status: opts.StatusFile, metrics: opts.MetricsFile, now: opts.Now}).write(rep); err != nil {
 		return res, err
 	}
 	res.StatusWritten = true
 	return res, nil
-}
-
-// patchView plans and applies the patch of the runtime's view, planning
-// again (at most repatchTries times) when a writer replaced a spec
-// between the plan and the write. It returns the result, the host paths
-// and Stats of the specs written, and how often it planned again. Errors:
-// those of specset.PlanPatch and ApplyPatch; a SIGTERM before the write.
-func patchView(ctx context.Context, host *hostfs.Root, opts cdi.FileOptions, log *slog.Logger) (*cdi.PatchResult, []string, []fs.FileInfo, int, error) {
-	retries := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, nil, retries, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
-		}
-		plan, err := specset.PlanPatch(host, opts)
-		if err != nil {
-			return nil, nil, nil, retries, err
-		}
-		if err := ctx.Err(); err != nil { // SIGTERM while planning: write nothing
-			return nil, nil, nil, retries, fault.CheckFailed(fmt.Errorf("patching CDI spec %q: stopped before writing: %w", opts.Spec, err))
-		}
-		err = specset.ApplyPatch(host, plan)
-		if errors.Is(err, cdi.ErrSpecChanged) && retries+1 < repatchTries {
-			retries++
-			log.Debug("a spec changed while it was patched; planning again", "err", err)
-			continue
-		}
-		if err != nil {
-			return nil, nil, nil, retries, err
-		}
-		wrote, files := []string{}, []fs.FileInfo{}
-		for _, r := range append([]*cdi.PatchResult{plan.Result}, plan.Result.Related...) {
-			if r.Written {
-				wrote = append(wrote, r.Spec)
-				files = append(files, r.File())
-			}
-		}
-		return plan.Result, wrote, files, retries, nil
-	}
-}
-
-// healthCDI is health's cdi stage: the pod path re-checked. Every GPU spec
-// in the runtime's view is patched again (a spec written since boot gets
-// its graphics mounts) and judged with the current inventory's device
-// names; a spec that serves GPUs and cannot be patched fails the stage,
-// naming it, and the node is not ready.
-func (u *upRun) healthCDI(ctx context.Context, st *StageResult, opts cdi.FileOptions, names []string, runtime func() cdi.Findings) error {
-	expect, err := nodepolicy.ExpectedCDIDevices(u.inv, names)
-	if err != nil {
-		return err
-	}
-	opts.Expect = expect
-	opts.Discover.DriverVersion = u.inv.DriverVersion
-	res, wrote, _, _, err := patchView(ctx, u.host, opts, u.opts.Log)
-	if err != nil {
-		return err
-	}
-	u.report.CDI = res
-	u.report.FilesChanged = append(u.report.FilesChanged, wrote...)
-	judged := cdiStage(res, len(expect), wrote)
-	specsFailed := judged.Status == StatusFailed
-	runtimeErr := ""
-	if runtime != nil {
-		runtimeErr = foldRuntime(&judged, res.Findings.Errors(), runtime(), u.opts.Log)
-	}
-	st.Status, st.Summary, st.Reasons = judged.Status, judged.Summary, judged.Reasons
-	switch {
-	case specsFailed:
-		st.Status = StatusOK // run marks it failed from the error
-		// foldRuntime keeps the specs' own errors first.
-		return fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, judged.Reasons[0]))
-	case runtimeErr != "":
-		st.Status = StatusOK
-		return fault.CheckFailed(fmt.Errorf("the containerd k3s runs cannot serve the patched spec: %s", runtimeErr))
-	}
-	return nil
-}
-
-// foldRuntime judges the findings of the runtime k3s runs (containerd's
-// config, the pod path through its runtime handlers: podpath.RuntimeFindings, as
-// `cdi check` reports them) in the cdi stage st, as `up` judges them in
-// its join stage: an error fails the stage (its reasons after the first
-// specErrs of st's, the specs' own errors, and before the warnings), a warning
-// makes it a warning, and containerd.CodeNotWritten (k3s has not rendered
-// its config yet: nothing to judge) is logged only. One fact, one verdict:
-// `cdi check`, `up`, `health` and a re-patch agree. It returns the first
-// error's reason, "" for none.
-func foldRuntime(st *StageResult, specErrs int, fs cdi.Findings, log *slog.Logger) string {
-	var errs, warns []string
-	for _, f := range fs {
-		switch {
-		case f.Code == containerd.CodeNotWritten:
-			log.Debug("containerd config not judged", "reason", f.Message)
-		case f.Severity == cdi.SeverityError:
-			errs = append(errs, f.Code+": "+f.Message)
-		default:
-			warns = append(warns, f.Code+": "+f.Message)
-		}
-	}
-	if len(errs) == 0 && len(warns) == 0 {
-		return ""
-	}
-	// The specs' own errors first (up's cdi stage stops on them before its
-	// join stage judges the runtime, so that is the reason up gives),
-	// then the runtime's, then every warning.
-	specErrs = min(specErrs, len(st.Reasons))
-	reasons := append(slices.Clone(st.Reasons[:specErrs]), errs...)
-	reasons = append(reasons, st.Reasons[specErrs:]...)
-	st.Reasons = append(reasons, warns...)
-	switch {
-	case len(errs) > 0:
-		st.Status = StatusFailed
-		st.Summary += fmt.Sprintf("; the containerd k3s runs: %s", count(len(errs), "error"))
-		return errs[0]
-	case st.Status == StatusOK:
-		st.Status = StatusWarning
-	}
-	return ""
 }
 
 // lastReport reads the status file's report (ReadStatus); nil when there
@@ -271,38 +130,6 @@ func lastReport(host *hostfs.Root, statusFile string) *Report {
 		return nil
 	}
 	return r
-}
-
-// cdiStage is the cdi stage's result for a patch of the view, as `up`
-// words it: error findings fail it, warnings make it a warning.
-func cdiStage(res *cdi.PatchResult, expect int, wrote []string) StageResult {
-	st := StageResult{Name: StageCDI, Status: StatusOK}
-	var warnings []string
-	for _, f := range res.Findings {
-		if f.Severity == cdi.SeverityError {
-			st.Reasons = append(st.Reasons, f.Code+": "+f.Message)
-		} else {
-			warnings = append(warnings, f.Code+": "+f.Message)
-		}
-	}
-	subject := res.Spec + " unchanged"
-	switch {
-	case len(st.Reasons) > 0:
-		st.Status = StatusFailed
-		subject = res.Spec + " not patched: nothing written"
-	case len(wrote) > 0:
-		subject = "re-patched " + strings.Join(wrote, ", ") // the specs written, which need not include res.Spec
-	}
-	if len(st.Reasons) == 0 && len(warnings) > 0 {
-		st.Status = StatusWarning
-	}
-	st.Reasons = append(st.Reasons, warnings...)
-	files := 0
-	if res.Graphics != nil {
-		files = len(res.Graphics.Files)
-	}
-	st.Summary = fmt.Sprintf("%s, %s, %s checked%s", subject, count(files, "graphics file"), count(expect, "device name"), leftAlone(res))
-	return st
 }
 
 // rejudge is prev with its cdi stage replaced by st: ready when the node's
@@ -334,15 +161,9 @@ func rejudge(prev *Report, st StageResult, opts RepatchOptions, start time.Time)
 	}
 	rep.DurationMS = st.DurationMS
 	rep.Ready = bootReady && othersOK && st.Status != StatusFailed
-	switch {
-	case rep.Ready && rep.Tainted:
-		rep.Verdict = "ready, tainted " + nodepolicy.UnhealthyTaint + " (self-test failed)"
-	case rep.Ready:
-		rep.Verdict = "ready"
-	case !bootReady:
+	rep.judge()
+	if !bootReady {
 		rep.Verdict = "not ready: the last nodeprep up left the node not ready (" + bootVerdict + ")"
-	default:
-		rep.Verdict = "not ready: " + firstReason(&rep)
 	}
 	if !rep.Ready && st.Status == StatusFailed {
 		rep.stageErr = fault.CheckFailed(errors.New(st.Reasons[0]))

@@ -87,17 +87,7 @@ func TestRepatch(t *testing.T) {
 	host := testkit.HostTree(t, "nixos-h200")
 	bootStatus(t, host, true)
 	ctx := context.Background()
-	status := func() Report {
-		data, err := host.ReadFile("/run/nodeprep/status.json", bounded.MaxStatus)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r Report
-		if err := json.Unmarshal(data, &r); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	status := func() Report { return readStatus(t, host, "/run/nodeprep/status.json") }
 
 	// up patched the generator's spec; the plugin writes its own.
 	if _, err := Repatch(ctx, host, repatchOptions()); err != nil {
@@ -290,9 +280,9 @@ func TestUpSaysMIGWithoutDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv.GPUs[1].MIG = &gpu.MIG{Current: true}
-	u := &upRun{opts: UpOptions{Inventory: func() (*gpu.Inventory, error) { return inv, nil }}, report: &Report{}}
+	e := &env{opts: UpOptions{Inventory: func() (*gpu.Inventory, error) { return inv, nil }}, report: &Report{}}
 	st := StageResult{Status: StatusOK}
-	if err := u.inventory(&st); err != nil {
+	if err := e.inventory(&st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Status != StatusWarning || !strings.Contains(st.Summary, "1 GPU in MIG mode without a MIG device") ||

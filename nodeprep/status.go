@@ -27,9 +27,9 @@ var ErrNoStatus = errors.New("nodeprep up has not run")
 // the last verdict of `up`, `health` or a re-patch, as they wrote it. It
 // writes nothing and takes no lock: the writers replace the file by an
 // atomic rename, so a reader sees one whole report. Errors: no such file
-// (ErrNoStatus, marked fault.ErrUnavailable); a file over bounded.MaxStatus or
-// that is not a regular file (wrapping hostfs.ErrTooLarge or
-// hostfs.ErrNotRegular), one that does not parse as a report (torn, or a
+// (ErrNoStatus, marked fault.ErrUnavailable); a file over bounded.MaxStatus
+// (16 MiB) or that is not a regular file (wrapping bounded.ErrTooLarge or
+// bounded.ErrNotRegular), one that does not parse as a report (torn, or a
 // field of the wrong type) or that carries no verdict, all marked
 // fault.ErrMalformed; any other read error, marked fault.ErrUnavailable.
 func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
@@ -55,23 +55,33 @@ func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 	return &r, nil
 }
 
-// writeOutputs writes the status file, then the metrics file when set,
-// each atomically, so that what they say is the verdict reached: a write
-// that fails makes a ready run not ready ("not ready: writing …"), and a
+// statusFiles are where a run's report goes: the status file and the
+// Prometheus textfile, host paths under host ("" = none), and the clock
+// that stamps the metrics.
+type statusFiles struct {
+	host    *hostfs.Root
+	status  string
+	metrics string
+	now     func() time.Time
+}
+
+// write writes the status file, then the metrics file when set, each
+// atomically, so that what they say is the verdict reached: a write that
+// fails makes a ready report not ready ("not ready: writing …"), and a
 // file already written with "ready" is written again with that verdict.
 // When the status file said ready and cannot be rewritten, it is removed
 // (health then finds no baseline, so no one reads "ready" from it). Write
 // errors are marked fault.ErrCantWrite; an encoding error (a bug) is
 // returned as is.
-func (u *upRun) writeOutputs() error {
-	serr := u.writeStatus()
+func (f statusFiles) write(r *Report) error {
+	serr := f.writeStatus(r)
 	if serr != nil {
-		u.notReady(serr)
+		notReady(r, serr)
 	}
-	merr := u.writeMetrics()
-	if merr != nil && serr == nil && u.notReady(merr) {
-		if err := u.writeStatus(); err != nil {
-			if rerr := u.host.RemoveFile(u.opts.StatusFile); rerr != nil {
+	merr := f.writeMetrics(r)
+	if merr != nil && serr == nil && notReady(r, merr) {
+		if err := f.writeStatus(r); err != nil {
+			if rerr := f.host.RemoveFile(f.status); rerr != nil {
 				merr = errors.Join(merr, fmt.Errorf("the status file still says ready: %w", rerr))
 			}
 		}
@@ -79,10 +89,9 @@ func (u *upRun) writeOutputs() error {
 	return errors.Join(serr, merr)
 }
 
-// notReady makes the report not ready for err, an output that could not
-// be written, when it was ready; it reports whether it was.
-func (u *upRun) notReady(err error) bool {
-	r := u.report
+// notReady makes r not ready for err, an output that could not be
+// written, when it was ready; it reports whether it was.
+func notReady(r *Report, err error) bool {
 	if r.stageErr == nil {
 		r.stageErr = err
 	}
@@ -96,26 +105,26 @@ func (u *upRun) notReady(err error) bool {
 	return true
 }
 
-func (u *upRun) writeStatus() error {
-	if u.opts.StatusFile == "" {
+func (f statusFiles) writeStatus(r *Report) error {
+	if f.status == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(u.report, "", "  ")
+	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encoding status %q: %w", u.opts.StatusFile, err)
+		return fmt.Errorf("encoding status %q: %w", f.status, err)
 	}
-	return u.host.WriteFile(u.opts.StatusFile, append(data, '\n'), hostfs.WriteOptions{Mode: 0o644, MkdirAll: true})
+	return f.host.WriteFile(f.status, append(data, '\n'), hostfs.WriteOptions{Mode: 0o644, MkdirAll: true})
 }
 
-func (u *upRun) writeMetrics() error {
-	if u.opts.MetricsFile == "" {
+func (f statusFiles) writeMetrics(r *Report) error {
+	if f.metrics == "" {
 		return nil
 	}
-	data, err := Metrics(u.report, u.opts.Now())
+	data, err := Metrics(r, f.now())
 	if err != nil {
-		return fmt.Errorf("encoding metrics %q: %w", u.opts.MetricsFile, err)
+		return fmt.Errorf("encoding metrics %q: %w", f.metrics, err)
 	}
-	return u.host.WriteFile(u.opts.MetricsFile, data, hostfs.WriteOptions{Mode: 0o644})
+	return f.host.WriteFile(f.metrics, data, hostfs.WriteOptions{Mode: 0o644})
 }
 
 // Output is one file an up or health run writes, for CheckOutputs.
@@ -173,14 +182,6 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 	if r.Inventory != nil {
 		gpus, healthy = len(r.Inventory.GPUs), len(r.Inventory.Healthy())
 	}
-	matched := 0
-	if r.Selftest != nil {
-		for _, m := range r.Selftest.Matches {
-			if m.Vulkan {
-				matched++
-			}
-		}
-	}
 	stages := slices.Clone(r.Stages)
 	slices.SortFunc(stages, func(a, b StageResult) int { return strings.Compare(a.Name, b.Name) })
 	var dur, ok []sample
@@ -200,7 +201,7 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 		{"nodeprep_gpus_healthy", "GPUs NVML reports healthy.", one(float64(healthy))},
 		{"nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", one(float64(now.Unix()))},
 		{"nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", one(b2f(r.Ready))},
-		{"nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", one(float64(matched))},
+		{"nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", one(float64(vulkanMatched(r.Selftest)))},
 		{"nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur},
 		{"nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up; 0 when it failed or was skipped, and for a self-test that failed under policy taint.", ok},
 		{"nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", one(b2f(r.Tainted))},
