@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 var upstream = filepath.Join("..", "..", "testdata", "cluster", "upstream")
@@ -199,7 +200,7 @@ func TestReadErrorsOneLine(t *testing.T) {
 // bounded.MaxClusterDocument is refused naming it.
 func TestReadBoundsTheStream(t *testing.T) {
 	t.Parallel()
-	_, _, err := Read("stdin", endless{})
+	_, _, err := Read("stdin", testkit.Endless{})
 	if !errors.Is(err, fault.ErrMalformed) || !errors.Is(err, bounded.ErrTooLarge) || !strings.Contains(err.Error(), `reading manifest "stdin": more than the 64 MiB nodeprep reads`) {
 		t.Errorf("endless stream: %v; want malformed, too large, naming it", err)
 	}
@@ -208,16 +209,6 @@ func TestReadBoundsTheStream(t *testing.T) {
 	if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), `reading manifest "m.yaml" document 1: larger than 16 MiB`) {
 		t.Errorf("large document: %v; want malformed naming it", err)
 	}
-}
-
-// endless is a stream of "x" that never ends.
-type endless struct{}
-
-func (endless) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'x'
-	}
-	return len(p), nil
 }
 
 // TestReaderIsConfig: a document Reader.IsConfig recognises is skipped as

@@ -15,20 +15,8 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
-
-// within runs f and fails the test when it has not returned after d: a
-// FIFO that blocks an open would otherwise hang the test binary.
-func within(t *testing.T, d time.Duration, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("still blocked after %s", d)
-	}
-}
 
 // plant makes what kind names at p: a FIFO, a socket, a symlink to an
 // outside directory, or a directory.
@@ -81,7 +69,7 @@ func TestLockRefusesNonRegular(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			within(t, 2*time.Second, func() {
+			testkit.Within(t, 2*time.Second, func() {
 				_, err = root.Lock(context.Background(), time.Minute)
 			})
 			if !errors.Is(err, fault.ErrCantWrite) || !strings.Contains(err.Error(), "not a regular file") {
@@ -103,7 +91,7 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	within(t, 2*time.Second, func() { _, err = root.Lock(ctx, time.Hour) })
+	testkit.Within(t, 2*time.Second, func() { _, err = root.Lock(ctx, time.Hour) })
 	if !errors.Is(err, fault.ErrLocked) || !strings.Contains(err.Error(), "stopped while waiting") {
 		t.Errorf("Lock = %v", err)
 	}
@@ -120,7 +108,7 @@ func TestWritesRefuseNonRegularWithoutBlocking(t *testing.T) {
 			plant(t, kind, filepath.Join(dir, "run/nodeprep/status.json"))
 			root, _ := hostfs.New(dir)
 			var werr, cerr, rerr error
-			within(t, 2*time.Second, func() {
+			testkit.Within(t, 2*time.Second, func() {
 				werr = root.WriteFile("/run/nodeprep/status.json", []byte("{}"), hostfs.WriteOptions{})
 				cerr = root.CheckWritable("/run/nodeprep/status.json", false)
 				_, rerr = root.ReadFile("/run/nodeprep/status.json", bounded.MaxStatus)
@@ -211,7 +199,7 @@ func TestPrivateDir(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(outside) })
 			tt.plant(t, p, outside)
 			var got string
-			within(t, 2*time.Second, func() { got, err = root.PrivateDir(cache, false) })
+			testkit.Within(t, 2*time.Second, func() { got, err = root.PrivateDir(cache, false) })
 			if !errors.Is(err, hostfs.ErrNotPrivate) {
 				t.Errorf("without create: %q, %v; want ErrNotPrivate", got, err)
 			}

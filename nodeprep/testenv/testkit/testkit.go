@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
@@ -325,4 +326,30 @@ func FakeDrivers(t testing.TB) (icd, egl FakeDriver) {
 		t.Fatal(err)
 	}
 	return icd, egl
+}
+
+// Within runs f and fails the test when f has not returned after d: a
+// read or open that blocks (a FIFO in place of a file) is the failure the
+// caller looks for, and would otherwise hang the test binary.
+func Within(t testing.TB, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("still blocked after %s", d)
+	}
+}
+
+// Endless is an io.Reader of "x" bytes that never ends: a stream that a
+// bounded reader must stop reading.
+type Endless struct{}
+
+// Read fills p with 'x' and never returns an error.
+func (Endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
 }
