@@ -19,19 +19,24 @@ import (
 )
 
 // ErrNoStatus is wrapped by ReadStatus's error when the status file does
-// not exist: no `nodeprep up` has written it (since boot, for the default
-// file under /run).
-var ErrNoStatus = errors.New("nodeprep up has not run")
+// not exist: no `nodeprep up` has written it (since boot, for a file under
+// /run, a tmpfs). That is not the same as "up has not run": an up that
+// refuses before its first stage (a usage error, an output it could not
+// write, a missing --rootfs, a held lock) changes no file, by design.
+var ErrNoStatus = errors.New("no nodeprep up has written a status")
 
 // ReadStatus reads the report in the status file statusFile (a host path):
 // the last verdict of `up`, `health` or a re-patch, as they wrote it. It
 // writes nothing and takes no lock: the writers replace the file by an
 // atomic rename, so a reader sees one whole report. Errors: no such file
-// (ErrNoStatus, marked fault.ErrUnavailable); a file over bounded.MaxStatus
-// (16 MiB) or that is not a regular file (wrapping bounded.ErrTooLarge or
-// bounded.ErrNotRegular), one that does not parse as a report (torn, or a
-// field of the wrong type) or that carries no verdict, all marked
-// fault.ErrMalformed; any other read error, marked fault.ErrUnavailable.
+// (ErrNoStatus, marked fault.ErrUnavailable); a symlink whose target does
+// not exist, named as such and not ErrNoStatus (up writes nothing through
+// a link, so it refuses that path; marked fault.ErrUnavailable); a file
+// over bounded.MaxStatus (16 MiB) or that is not a regular file (wrapping
+// bounded.ErrTooLarge or bounded.ErrNotRegular), one that does not parse
+// as a report (torn, or a field of the wrong type) or that carries no
+// verdict, all marked fault.ErrMalformed; any other read error, marked
+// fault.ErrUnavailable.
 func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 	if statusFile == "" {
 		return nil, fault.Usage(errors.New("no status file is configured"))
@@ -39,7 +44,15 @@ func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w", statusFile, ErrNoStatus))
+		if fi, lerr := host.Lstat(statusFile); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := host.Resolve(statusFile)
+			return nil, fault.Unavailable(fmt.Errorf("%s is a dangling symlink (to %s, which does not exist): nodeprep up writes no status through a symlink (it exits 73): remove the link, then run nodeprep up", statusFile, target))
+		}
+		since := ""
+		if strings.HasPrefix(statusFile, "/run/") {
+			since = " since boot"
+		}
+		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w%s", statusFile, ErrNoStatus, since))
 	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrNotRegular):
 		return nil, fault.Malformed(err)
 	case err != nil:
@@ -50,7 +63,7 @@ func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 		return nil, fault.Malformed(fmt.Errorf("reading status %q: %w", statusFile, err))
 	}
 	if r.Verdict == "" {
-		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict, so it is not a report nodeprep wrote", statusFile))
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict", statusFile))
 	}
 	return &r, nil
 }
