@@ -144,11 +144,44 @@ func (f statusFiles) writeMetrics(r *Report) error {
 type Output struct {
 	What string // "status file", "metrics file", "k3s drop-in"
 	Path string // host path; "" for none
+	// Name is the output's file name by default (StatusFileName,
+	// MetricsFileName, the drop-in's name): what CheckOutputs suggests
+	// when Path names a directory. "" for none.
+	Name string
+}
+
+// The outputs' default file names: the status file's (its default is
+// /run/nodeprep/status.json), and the metrics file's, as the NixOS
+// module names it in node_exporter's textfile directory (the collector
+// reads only *.prom files there).
+const (
+	StatusFileName  = "status.json"
+	MetricsFileName = "nodeprep.prom"
+)
+
+// Outputs are the files Up writes whose paths are known before it runs:
+// the status file, the metrics file and the k3s drop-in, each with its
+// default name. Up refuses them (CheckOutputs) before anything runs; a
+// caller that takes the host lock first, which creates /run/nodeprep/lock,
+// checks them itself before, so that a refused run changes no file.
+func (o UpOptions) Outputs() []Output {
+	dropIn := o.Join.DropInPath()
+	return append(statusOutputs(o.StatusFile, o.MetricsFile), Output{"k3s drop-in", dropIn, path.Base(dropIn)})
+}
+
+// Outputs are the files Health writes: the status and metrics files, as
+// UpOptions.Outputs says them.
+func (o HealthOptions) Outputs() []Output { return statusOutputs(o.StatusFile, o.MetricsFile) }
+
+func statusOutputs(status, metrics string) []Output {
+	return []Output{{"status file", status, StatusFileName}, {"metrics file", metrics, MetricsFileName}}
 }
 
 // CheckOutputs checks the output paths an up or health run is given before
 // anything runs: each is a file path (not ending in "/", which names a
-// directory) and no two are the same file, since two outputs at one path
+// directory; the error suggests the path with the output's own default
+// name in it, so that following it for two outputs does not put them at
+// one file) and no two are the same file, since two outputs at one path
 // would leave one overwriting the other (status.json holding Prometheus
 // text). Errors are marked fault.ErrUsage and name the paths.
 func CheckOutputs(outputs ...Output) error {
@@ -159,7 +192,11 @@ func CheckOutputs(outputs ...Output) error {
 			continue
 		}
 		if strings.HasSuffix(o.Path, "/") || path.Base(o.Path) == "." || path.Base(o.Path) == ".." {
-			errs = append(errs, fmt.Errorf("%s %q names a directory: want a file path, such as %s", o.What, o.Path, path.Join(path.Clean(o.Path), "status.json")))
+			err := fmt.Errorf("%s %q names a directory: want a file path", o.What, o.Path)
+			if o.Name != "" {
+				err = fmt.Errorf("%w, such as %s", err, path.Join(path.Clean(o.Path), o.Name))
+			}
+			errs = append(errs, err)
 			continue
 		}
 		c := path.Clean(o.Path)
