@@ -13,8 +13,8 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
-// TestExitCodeNumbers pins every exit code by its number (DESIGN.md,
-// "Exit codes"): the constants are compared with literals once here, so a
+// TestExitCodeNumbers pins every exit code by its number
+// (docs/exit-codes.md): the constants are compared with literals once here, so a
 // changed constant fails a test even where other tests compare with it.
 func TestExitCodeNumbers(t *testing.T) {
 	t.Parallel()
