@@ -57,7 +57,7 @@ func lint(spec *specs.Spec, exists func(hostPath string) bool) Findings {
 		fs = append(fs, errorf(CodeVersionTooLow, "cdiVersion is %s but the spec's fields need %s: strict consumers refuse it", spec.Version, req))
 	}
 	for _, name := range EmptyEditDevices(spec) {
-		fs = append(fs, errorf(CodeDeviceNoEdits, "device %s has no container edits", name))
+		fs = append(fs, errorf(CodeDeviceNoEdits, "device %s has no container edits, which the CDI library refuses: %s, or give the device a device node or mount", name, regenerate))
 	}
 	fs = append(fs, duplicateMounts("the spec's containerEdits", spec.ContainerEdits.Mounts, nil)...)
 	for _, d := range spec.Devices {

@@ -252,7 +252,7 @@ func (d *discoverer) icd(driverRoot, arch, containerPath string) {
 		}
 		return // a bad manifest is reported as such, not as missing
 	}
-	d.g.Findings = append(d.g.Findings, errorf(CodeNoICDOnHost, "no Vulkan ICD manifest for %s under %s (looked for %s)", machine(arch), dir, strings.Join(want, ", ")))
+	d.g.Findings = append(d.g.Findings, errorf(CodeNoICDOnHost, "no Vulkan ICD manifest for %s under %s (looked for %s): containers get no Vulkan driver; install the NVIDIA driver with its graphics files (NixOS: hardware.graphics.enable = true, which makes /run/opengl-driver), or point --driver-root (cdi.driverRoot) at the root that has them", machine(arch), dir, strings.Join(want, ", ")))
 }
 
 // manifests adds the manifests matching pattern; with one set, only the

@@ -102,7 +102,8 @@ func nameFindings(specPath string) Findings {
 // Load reads and parses the spec at a host path. A missing file is an error
 // marked fault.ErrUnavailable (the generator has not run); one that does not
 // parse, is larger than bounded.MaxCDISpec (64 MiB) or is not a regular
-// file, fault.ErrMalformed naming the file and the complaint.
+// file, fault.ErrMalformed naming the file and the complaint (and, for one
+// that does not parse, that regenerating it is the way out).
 func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	data, err := readSpec(host, specPath)
 	if err != nil {
@@ -110,10 +111,14 @@ func Load(host *hostfs.Root, specPath string) ([]byte, *specs.Spec, error) {
 	}
 	spec, err := ParseSpec(data)
 	if err != nil {
-		return nil, nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w", specPath, err))
+		return nil, nil, fault.Malformed(fmt.Errorf("reading CDI spec %q: %w; %s", specPath, err, regenerate))
 	}
 	return data, spec, nil
 }
+
+// regenerate is the way to a spec only its generator can make right (one
+// that does not parse, a device with no edits): write it again.
+const regenerate = "regenerate the spec (nvidia-container-toolkit-cdi-generator.service on NixOS, nvidia-ctk cdi generate elsewhere)"
 
 // readSpec reads the spec file's bytes with Load's errors.
 func readSpec(host *hostfs.Root, specPath string) ([]byte, error) {
@@ -201,7 +206,7 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 		return nil, err
 	}
 	if empty := EmptyEditDevices(spec); len(empty) > 0 {
-		return nil, fault.Malformed(fmt.Errorf("patching CDI spec %q: device %s has no container edits; nodeprep never writes such a device", opts.Spec, strings.Join(empty, ", ")))
+		return nil, fault.Malformed(fmt.Errorf("patching CDI spec %q: device %s has no container edits; nodeprep never writes such a device: %s, or give the device a device node or mount", opts.Spec, strings.Join(empty, ", "), regenerate))
 	}
 	g, err := Discover(host, opts.Discover)
 	if err != nil {
@@ -439,6 +444,25 @@ func explained(findings Findings) bool {
 		}
 	}
 	return false
+}
+
+// CheckPatchedFile is CheckFile on the spec as PlanPatch would make it:
+// the file read, patched in memory (Patch, with g, the graphics files
+// CheckFile discovered), checked (Check) and validated with the CDI
+// library in memory (ValidateSpec), as CheckFile checks and validates the
+// file. It writes nothing. It returns the result and the changes the patch
+// made. Errors are Load's.
+func CheckPatchedFile(host *hostfs.Root, opts FileOptions, g *Graphics) (*CheckResult, []Change, error) {
+	_, spec, err := Load(host, opts.Spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	changes, _ := Patch(spec, g, host)
+	findings := append(Check(spec, g, host, opts.Expect), nameFindings(opts.Spec)...)
+	if err := ValidateSpec(spec); err != nil && !explained(findings) {
+		findings = append(findings, errorf(CodeInvalidSpec, "the CDI library refuses %s: %v", opts.Spec, err))
+	}
+	return &CheckResult{Spec: opts.Spec, Findings: findings.sorted(), Graphics: g}, changes, nil
 }
 
 // CheckFile lints the spec file (see Check) against opts.Expect and also

@@ -59,6 +59,12 @@ type Finding struct {
 	Severity Severity `json:"severity" yaml:"severity"` // error or warning
 	Code     string   `json:"code" yaml:"code"`         // one of the Code* constants
 	Message  string   `json:"message" yaml:"message"`   // what is wrong, naming the file or value
+	// FixedByPatch is set by `nodeprep cdi check` (specset.CheckPatched)
+	// on a finding that `nodeprep cdi patch` fixes: the spec patched in
+	// memory, as the patch writes it, no longer has it. The patch writes
+	// nothing while an error it does not fix remains in the spec or the
+	// view, so such a finding goes once those errors are fixed.
+	FixedByPatch bool `json:"fixedByPatch,omitempty" yaml:"fixedByPatch,omitempty"`
 }
 
 // String is the finding as `cdi check` prints it: "severity  code  message".

@@ -141,7 +141,7 @@ let
     else
       [ (yamlScalar v) ];
 
-  # --- defaults (DESIGN.md, nodeprep/config/config.go Default) -------------
+  # --- defaults (docs/config.md, nodeprep/config/config.go Default) --------
 
   defaults = {
     configFile = "/etc/nodeprep/config.yaml";

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,7 +163,8 @@ func TestHealthOnFullFS(t *testing.T) {
 // TestOutputsAtOnePath: two outputs at one file, or an output path that
 // names a directory, is a usage error before anything runs or is written
 // (issue 22: status.json ended up holding Prometheus text; a status file
-// of "/run/nodeprep/" wrote /run/nodeprep/nodeprep).
+// of "/run/nodeprep/" wrote /run/nodeprep/nodeprep). A directory gets the
+// output's own default name as the suggestion.
 func TestOutputsAtOnePath(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -170,8 +172,11 @@ func TestOutputsAtOnePath(t *testing.T) {
 	}{
 		{"same file", "/run/nodeprep/status.json", "/run/nodeprep/status.json", "status file and metrics file are both /run/nodeprep/status.json"},
 		{"same file, unclean", "/run/nodeprep/status.json", "/run/nodeprep//./status.json", "are both /run/nodeprep/status.json"},
-		{"status names a directory", "/run/nodeprep/", "", `status file "/run/nodeprep/" names a directory`},
-		{"metrics names a directory", "/run/nodeprep/status.json", "/var/lib/node_exporter/.", `metrics file "/var/lib/node_exporter/." names a directory`},
+		{"status names a directory", "/run/nodeprep/", "", `status file "/run/nodeprep/" names a directory: want a file path, such as /run/nodeprep/status.json`},
+		{"metrics names a directory", "/run/nodeprep/status.json", "/var/lib/node_exporter/.", `metrics file "/var/lib/node_exporter/." names a directory: want a file path, such as /var/lib/node_exporter/nodeprep.prom`},
+		// The suggestion is the metrics file's own name: status.json there
+		// would be the status file.
+		{"metrics names the status file's directory", "/run/nodeprep/status.json", "/run/nodeprep/", `metrics file "/run/nodeprep/" names a directory: want a file path, such as /run/nodeprep/nodeprep.prom`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,5 +198,42 @@ func TestOutputsAtOnePath(t *testing.T) {
 				t.Errorf("changed on disk: %v", ch)
 			}
 		})
+	}
+}
+
+// TestCheckOutputsSuggestion: an output path that names a directory is
+// answered with that directory and the output's own default name, and
+// following the suggestion for every output gives paths CheckOutputs
+// accepts together (the metrics file was once told status.json, which is
+// the status file's).
+func TestCheckOutputsSuggestion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		out  Output
+		want string // the suggested path; "" for none
+	}{
+		{Output{"status file", "/run/nodeprep/", StatusFileName}, "/run/nodeprep/status.json"},
+		{Output{"metrics file", "/run/nodeprep/", MetricsFileName}, "/run/nodeprep/nodeprep.prom"},
+		{Output{"metrics file", "/var/lib/node_exporter/textfile/..", MetricsFileName}, "/var/lib/node_exporter/nodeprep.prom"},
+		{Output{"k3s drop-in", "/etc/rancher/k3s/config.yaml.d/", "50-nodeprep.yaml"}, "/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml"},
+		{Output{"other", "/srv/", ""}, ""},
+	}
+	var followed []Output
+	for _, tt := range tests {
+		err := CheckOutputs(tt.out)
+		if !errors.Is(err, fault.ErrUsage) {
+			t.Fatalf("%s %q: %v, want a usage error", tt.out.What, tt.out.Path, err)
+		}
+		msg := fmt.Sprintf("%s %q names a directory: want a file path", tt.out.What, tt.out.Path)
+		if tt.want != "" {
+			msg += ", such as " + tt.want
+			followed = append(followed, Output{tt.out.What, tt.want, tt.out.Name})
+		}
+		if err.Error() != msg {
+			t.Errorf("%v\nwant %s", err, msg)
+		}
+	}
+	if err := CheckOutputs(followed[:2]...); err != nil {
+		t.Errorf("the suggestions for the status and metrics files in one directory: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func Health(ctx context.Context, host *hostfs.Root, opts HealthOptions) (*Report
 	e, err := newEnv(host, commandHealth, UpOptions{
 		Inventory: opts.Inventory, Selftest: opts.Selftest, OnSelftestFailure: nodepolicy.PolicyBlock,
 		StatusFile: opts.StatusFile, MetricsFile: opts.MetricsFile, Log: opts.Log, Now: opts.Now, Version: opts.Version,
-	}, steps)
+	}, steps, opts.Outputs())
 	if err != nil {
 		return nil, err
 	}

@@ -76,13 +76,12 @@ func defaults(now func() time.Time, log *slog.Logger) (func() time.Time, *slog.L
 }
 
 // newEnv is the environment of a run of command ("" for up) through
-// steps: opts with their defaults, and a report started now. Its outputs
-// are the status file, the metrics file and more; an error, marked
-// fault.ErrUsage, names two that are one file or one that names a
-// directory (CheckOutputs).
-func newEnv(host *hostfs.Root, command string, opts UpOptions, steps []step, more ...Output) (*env, error) {
+// steps: opts with their defaults, and a report started now. outputs are
+// the files it writes (UpOptions.Outputs, HealthOptions.Outputs); an
+// error, marked fault.ErrUsage, names two that are one file or one that
+// names a directory (CheckOutputs).
+func newEnv(host *hostfs.Root, command string, opts UpOptions, steps []step, outputs []Output) (*env, error) {
 	opts.Now, opts.Log = defaults(opts.Now, opts.Log)
-	outputs := append([]Output{{"status file", opts.StatusFile}, {"metrics file", opts.MetricsFile}}, more...)
 	if err := CheckOutputs(outputs...); err != nil {
 		return nil, err
 	}

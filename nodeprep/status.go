@@ -19,19 +19,24 @@ import (
 )
 
 // ErrNoStatus is wrapped by ReadStatus's error when the status file does
-// not exist: no `nodeprep up` has written it (since boot, for the default
-// file under /run).
-var ErrNoStatus = errors.New("nodeprep up has not run")
+// not exist: no `nodeprep up` has written it (since boot, for a file under
+// /run, a tmpfs). That is not the same as "up has not run": an up that
+// refuses before its first stage (a usage error, an output it could not
+// write, a missing --rootfs, a held lock) changes no file, by design.
+var ErrNoStatus = errors.New("no nodeprep up has written a status")
 
 // ReadStatus reads the report in the status file statusFile (a host path):
 // the last verdict of `up`, `health` or a re-patch, as they wrote it. It
 // writes nothing and takes no lock: the writers replace the file by an
 // atomic rename, so a reader sees one whole report. Errors: no such file
-// (ErrNoStatus, marked fault.ErrUnavailable); a file over bounded.MaxStatus
-// (16 MiB) or that is not a regular file (wrapping bounded.ErrTooLarge or
-// bounded.ErrNotRegular), one that does not parse as a report (torn, or a
-// field of the wrong type) or that carries no verdict, all marked
-// fault.ErrMalformed; any other read error, marked fault.ErrUnavailable.
+// (ErrNoStatus, marked fault.ErrUnavailable); a symlink whose target does
+// not exist, named as such and not ErrNoStatus (up writes nothing through
+// a link, so it refuses that path; marked fault.ErrUnavailable); a file
+// over bounded.MaxStatus (16 MiB) or that is not a regular file (wrapping
+// bounded.ErrTooLarge or bounded.ErrNotRegular), one that does not parse
+// as a report (torn, or a field of the wrong type) or that carries no
+// verdict, all marked fault.ErrMalformed; any other read error, marked
+// fault.ErrUnavailable.
 func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 	if statusFile == "" {
 		return nil, fault.Usage(errors.New("no status file is configured"))
@@ -39,7 +44,15 @@ func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 	data, err := host.ReadFile(statusFile, bounded.MaxStatus)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w", statusFile, ErrNoStatus))
+		if fi, lerr := host.Lstat(statusFile); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, _ := host.Resolve(statusFile)
+			return nil, fault.Unavailable(fmt.Errorf("%s is a dangling symlink (to %s, which does not exist): nodeprep up writes no status through a symlink (it exits 73): remove the link, then run nodeprep up", statusFile, target))
+		}
+		since := ""
+		if strings.HasPrefix(statusFile, "/run/") {
+			since = " since boot"
+		}
+		return nil, fault.Unavailable(fmt.Errorf("%s does not exist: %w%s", statusFile, ErrNoStatus, since))
 	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrNotRegular):
 		return nil, fault.Malformed(err)
 	case err != nil:
@@ -50,7 +63,7 @@ func ReadStatus(host *hostfs.Root, statusFile string) (*Report, error) {
 		return nil, fault.Malformed(fmt.Errorf("reading status %q: %w", statusFile, err))
 	}
 	if r.Verdict == "" {
-		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict, so it is not a report nodeprep wrote", statusFile))
+		return nil, fault.Malformed(fmt.Errorf("reading status %q: it has no verdict", statusFile))
 	}
 	return &r, nil
 }
@@ -131,11 +144,44 @@ func (f statusFiles) writeMetrics(r *Report) error {
 type Output struct {
 	What string // "status file", "metrics file", "k3s drop-in"
 	Path string // host path; "" for none
+	// Name is the output's file name by default (StatusFileName,
+	// MetricsFileName, the drop-in's name): what CheckOutputs suggests
+	// when Path names a directory. "" for none.
+	Name string
+}
+
+// The outputs' default file names: the status file's (its default is
+// /run/nodeprep/status.json), and the metrics file's, as the NixOS
+// module names it in node_exporter's textfile directory (the collector
+// reads only *.prom files there).
+const (
+	StatusFileName  = "status.json"
+	MetricsFileName = "nodeprep.prom"
+)
+
+// Outputs are the files Up writes whose paths are known before it runs:
+// the status file, the metrics file and the k3s drop-in, each with its
+// default name. Up refuses them (CheckOutputs) before anything runs; a
+// caller that takes the host lock first, which creates /run/nodeprep/lock,
+// checks them itself before, so that a refused run changes no file.
+func (o UpOptions) Outputs() []Output {
+	dropIn := o.Join.DropInPath()
+	return append(statusOutputs(o.StatusFile, o.MetricsFile), Output{"k3s drop-in", dropIn, path.Base(dropIn)})
+}
+
+// Outputs are the files Health writes: the status and metrics files, as
+// UpOptions.Outputs says them.
+func (o HealthOptions) Outputs() []Output { return statusOutputs(o.StatusFile, o.MetricsFile) }
+
+func statusOutputs(status, metrics string) []Output {
+	return []Output{{"status file", status, StatusFileName}, {"metrics file", metrics, MetricsFileName}}
 }
 
 // CheckOutputs checks the output paths an up or health run is given before
 // anything runs: each is a file path (not ending in "/", which names a
-// directory) and no two are the same file, since two outputs at one path
+// directory; the error suggests the path with the output's own default
+// name in it, so that following it for two outputs does not put them at
+// one file) and no two are the same file, since two outputs at one path
 // would leave one overwriting the other (status.json holding Prometheus
 // text). Errors are marked fault.ErrUsage and name the paths.
 func CheckOutputs(outputs ...Output) error {
@@ -146,7 +192,11 @@ func CheckOutputs(outputs ...Output) error {
 			continue
 		}
 		if strings.HasSuffix(o.Path, "/") || path.Base(o.Path) == "." || path.Base(o.Path) == ".." {
-			errs = append(errs, fmt.Errorf("%s %q names a directory: want a file path, such as %s", o.What, o.Path, path.Join(path.Clean(o.Path), "status.json")))
+			err := fmt.Errorf("%s %q names a directory: want a file path", o.What, o.Path)
+			if o.Name != "" {
+				err = fmt.Errorf("%w, such as %s", err, path.Join(path.Clean(o.Path), o.Name))
+			}
+			errs = append(errs, err)
 			continue
 		}
 		c := path.Clean(o.Path)

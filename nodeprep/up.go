@@ -36,7 +36,7 @@ func Up(ctx context.Context, host *hostfs.Root, opts UpOptions) (*Report, error)
 		return nil, fault.Usage(err)
 	}
 	steps := []step{inventoryStep, cdiStep, selftestStep, joinStep}
-	e, err := newEnv(host, "", opts, steps, Output{"k3s drop-in", opts.Join.DropInPath()})
+	e, err := newEnv(host, "", opts, steps, opts.Outputs())
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,8 @@
 # docs-check: the README stays a newcomer's page and the docs stay user
 # docs. README.md is at most 250 lines and shows `make demo` / `make test`
 # near the top; README and docs/ name no file outside the repository
-# (design notes, field-report numbers), the NixOS pages no RuntimeClass the module
+# (design notes, field-report numbers), nor do code comments cite
+# DESIGN.md; the NixOS pages no RuntimeClass the module
 # does not provide; every relative link resolves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,11 @@ head -20 README.md | grep -q '^make test' || err "README.md: 'make test' is not 
 pages=$(ls README.md docs/*.md)
 if grep -nE '\bF[0-9]{1,2}\b|DESIGN\.md|FIELD-REPORTS' $pages; then
   err "the lines above name files outside the repository"
+fi
+# Code comments point at the repository's own pages (docs/exit-codes.md,
+# docs/development.md, …), not at design notes that are not in it.
+if grep -rnE 'DESIGN\.md' --include='*.go' --include='*.nix' --include='*.sh' --exclude-dir=.git . | grep -v '^\./scripts/docs-check\.sh:'; then
+  err "the lines above cite DESIGN.md, which is not in the repository: name the page under docs/ that says it"
 fi
 # A GPU pod on a NixOS node runs on the nvidia-cdi RuntimeClass (the
 # envvar strategy cluster render writes; docs/cluster.md): a page's pod

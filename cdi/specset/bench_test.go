@@ -64,3 +64,31 @@ func BenchmarkCheckView3(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckPatched is `cdi check` on the walkthrough's tree
+// (nixos-h200, 11 findings): Check, then the spec patched in memory and
+// checked again to mark what `cdi patch` fixes. BenchmarkCheck is the
+// same view without the second pass: the cost of saying what the patch
+// fixes is the difference.
+func BenchmarkCheckPatched(b *testing.B) {
+	root := testkit.HostTree(b, "nixos-h200")
+	opts := h200Options()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := specset.CheckPatched(root, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheck is BenchmarkCheckPatched's baseline: Check alone.
+func BenchmarkCheck(b *testing.B) {
+	root := testkit.HostTree(b, "nixos-h200")
+	opts := h200Options()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := specset.Check(root, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

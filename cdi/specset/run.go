@@ -164,31 +164,177 @@ func Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
 
 // Check is Check over an already loaded view.
 func (v *View) Check(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckResult, error) {
-	nopts := opts
-	nopts.Expect = v.expectFor(v.spec(v.Named), opts.Expect)
-	named, err := v.checkNamed(host, nopts)
+	named, err := v.checkNamed(host, v.namedOptions(opts))
 	if err != nil {
 		return nil, err
 	}
+	return v.merge(named, v.checkRelated(host, named.Graphics, opts), opts), nil
+}
+
+// namedOptions are opts with the devices the named spec is checked for.
+func (v *View) namedOptions(opts cdi.FileOptions) cdi.FileOptions {
+	nopts := opts
+	nopts.Expect = v.expectFor(v.spec(v.Named), opts.Expect)
+	return nopts
+}
+
+// checkRelated checks every GPU spec of the view but the named one (and
+// those nodeprep leaves as they are), as they are in v.loaded, against g.
+func (v *View) checkRelated(host *hostfs.Root, g *cdi.Graphics, opts cdi.FileOptions) []*cdi.CheckResult {
+	var out []*cdi.CheckResult
+	for _, s := range v.relatedSpecs() {
+		out = append(out, &cdi.CheckResult{Spec: s.Path, Findings: v.checkOne(host, g, s, opts), Graphics: g})
+	}
+	return out
+}
+
+// checkOne checks s, one of the view's specs other than the named one, as
+// it is in v.loaded.
+func (v *View) checkOne(host *hostfs.Root, g *cdi.Graphics, s Spec, opts cdi.FileOptions) cdi.Findings {
+	fs := cdi.Check(v.loaded[s.Path], g, host, v.expectFor(s, opts.Expect))
+	if s.Role == RolePlugin {
+		fs = append(fs, pluginFinding(s))
+	}
+	return fs.Sorted()
+}
+
+// relatedSpecs are the view's GPU specs that Check checks besides the
+// named one.
+func (v *View) relatedSpecs() []Spec {
+	var out []Spec
+	for _, s := range v.Specs {
+		if s.Path != v.Named && s.NotPatched == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// merge makes named, the named spec's result, the view's: related in
+// Related, and in Findings its own, the view's and the related specs'
+// (each prefixed with its path), sorted.
+func (v *View) merge(named *cdi.CheckResult, related []*cdi.CheckResult, opts cdi.FileOptions) *cdi.CheckResult {
 	all := append(cdi.Findings{}, named.Findings...)
 	all = append(all, v.Findings...)
 	all = append(all, v.allDeviceFindings(opts.Expect)...)
-	for _, s := range v.Specs {
-		if s.Path == v.Named || s.NotPatched != "" {
-			continue
-		}
-		raw := v.loaded[s.Path]
-		fs := cdi.Check(raw, named.Graphics, host, v.expectFor(s, opts.Expect))
-		if s.Role == RolePlugin {
-			fs = append(fs, pluginFinding(s))
-		}
-		rel := &cdi.CheckResult{Spec: s.Path, Findings: fs.Sorted(), Graphics: named.Graphics}
+	for _, rel := range related {
 		named.Related = append(named.Related, rel)
-		all = append(all, relatedFindings(s.Path, rel.Findings)...)
+		all = append(all, relatedFindings(rel.Spec, rel.Findings)...)
 	}
 	named.Findings = all.Sorted()
 	named.Skipped = v.skipped()
-	return named, nil
+	return named
+}
+
+// CheckPatched is Check, with each finding that `nodeprep cdi patch`
+// fixes marked (cdi.Finding.FixedByPatch). It plans the patch as
+// PlanPatch does, in memory: the specs PlanPatch patches are patched with
+// cdi.Patch and the graphics files Check discovered, and checked again as
+// Check checks them (the named spec the runtime does not read, or the
+// library refuses, with cdi.CheckPatchedFile); a finding the patched view
+// no longer has is fixed (markFixed). held counts the fixed findings of a
+// spec the patch would not write yet, judged against opts.Expect as `up`
+// judges it (ApplyPatch: an error it does not fix left in that spec or in
+// the view; PlanPatch: a named spec of a kind that is not a GPU's). It
+// writes nothing. Errors: those of Load and Check, and of cdi.Load reading
+// the named spec again.
+func CheckPatched(host *hostfs.Root, opts cdi.FileOptions) (res *cdi.CheckResult, held int, err error) {
+	v, err := Load(host, opts.SpecDirs, opts.Spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	nopts := v.namedOptions(opts)
+	named, err := v.checkNamed(host, nopts)
+	if err != nil {
+		return nil, 0, err
+	}
+	g := named.Graphics
+	related := v.checkRelated(host, g, opts)
+	viewBlocked := v.Findings.Errors() > 0
+
+	// A spec with no finding has none to fix: it is not patched again,
+	// so a clean view costs no second check.
+	if len(named.Findings) > 0 {
+		var after cdi.Findings
+		var changes []cdi.Change
+		refused := false
+		if raw, ok := v.loaded[v.Named]; ok {
+			_, gpu := GPURole(raw.Kind)
+			refused = !gpu
+			changes, _ = cdi.Patch(raw, g, host)
+			after = cdi.Check(raw, g, host, nopts.Expect)
+		} else {
+			res, ch, err := cdi.CheckPatchedFile(host, nopts, g)
+			if err != nil {
+				return nil, 0, err
+			}
+			after, changes = res.Findings, ch
+		}
+		writes := len(changes) > 0 && !refused && !viewBlocked && after.Errors() == 0
+		held += mark(named.Findings, after, writes)
+	}
+	// The others PlanPatch patches (checkRelated checks them in the order
+	// of relatedSpecs); an unpatchable one keeps its findings.
+	for i, s := range v.relatedSpecs() {
+		if s.Unpatchable != "" || len(related[i].Findings) == 0 {
+			continue
+		}
+		changes, _ := cdi.Patch(v.loaded[s.Path], g, host)
+		after := v.checkOne(host, g, s, opts)
+		writes := len(changes) > 0 && !viewBlocked && after.Errors() == 0
+		held += mark(related[i].Findings, after, writes)
+	}
+	return v.merge(named, related, opts), held, nil
+}
+
+// mark marks the findings of before that after no longer has
+// (markFixed) as fixed by the patch, and returns how many it marked when
+// the patch does not write the spec yet (writes false), else 0.
+func mark(before, after cdi.Findings, writes bool) (held int) {
+	for i, fixed := range markFixed(before, after) {
+		if fixed {
+			before[i].FixedByPatch = true
+			held++
+		}
+	}
+	if writes {
+		return 0
+	}
+	return held
+}
+
+// markFixed reports, for each finding of before (a spec's findings), whether
+// after (the same spec's, patched) no longer has it: no finding of after
+// has its code and message. A message the patch changed (a path, a count)
+// is not taken for a fix: while after holds a finding of the same code
+// that matched none of before, a finding of before with that code is not
+// fixed, one for one, in order.
+func markFixed(before, after cdi.Findings) []bool {
+	type key struct{ code, msg string }
+	left := map[key]int{}
+	for _, f := range after {
+		left[key{f.Code, f.Message}]++
+	}
+	fixed := make([]bool, len(before))
+	for i, f := range before {
+		k := key{f.Code, f.Message}
+		if left[k] > 0 {
+			left[k]--
+			continue
+		}
+		fixed[i] = true
+	}
+	unmatched := map[string]int{}
+	for k, n := range left {
+		unmatched[k.code] += n
+	}
+	for i, f := range before {
+		if fixed[i] && unmatched[f.Code] > 0 {
+			unmatched[f.Code]--
+			fixed[i] = false
+		}
+	}
+	return fixed
 }
 
 // skipped lists the view's specs nodeprep leaves as they are, with why.

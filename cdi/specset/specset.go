@@ -474,7 +474,7 @@ func (v *View) shadowed(winner map[string]scanned, sp Spec) {
 			continue
 		}
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityWarning, Code: cdi.CodeShadowedDevice,
-			Message: fmt.Sprintf("%s=%s in %s is shadowed by a spec in a later CDI directory: pods get that one", sp.Kind, name, sp.Path)})
+			Message: fmt.Sprintf("%s=%s in %s is shadowed by %s, in a later CDI directory: pods get that one; remove %s if it is a stale copy", sp.Kind, name, sp.Path, w.path, sp.Path)})
 		return
 	}
 }

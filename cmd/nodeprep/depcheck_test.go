@@ -46,10 +46,10 @@ func listPackagesIn(t *testing.T, dir, pattern string) []goPackage {
 	return pkgs
 }
 
-// TestDependencies keeps the layering of DESIGN.md: cmd → nodeprep →
-// {nodeprep/*, cdi}; only cmd/ imports cobra; the leaf packages never
-// import the pipeline or the command layer; nodeprep/bounded imports the
-// standard library only.
+// TestDependencies keeps the layering of docs/development.md ("Layout"):
+// cmd → nodeprep → {nodeprep/*, cdi}; only cmd/ imports cobra; the leaf
+// packages never import the pipeline or the command layer;
+// nodeprep/bounded imports the standard library only.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/nodeprep/nodeprep"
 	for _, p := range listPackages(t) {
@@ -73,8 +73,8 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
-// testenv is the folder of what exists only for tests (DESIGN.md's
-// layout): the real-component harness, host-tree copies, fake drivers.
+// testenv is the folder of what exists only for tests (docs/development.md,
+// "Layout"): the real-component harness, host-tree copies, fake drivers.
 const testenv = "nodeprep/testenv/"
 
 // TestProductLinksNoTestHarness: none of the three binaries nodeprep ships

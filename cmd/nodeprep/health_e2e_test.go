@@ -122,7 +122,7 @@ func TestHealthAfterBlockedUp(t *testing.T) {
 	// Without any status file (no up this boot) health is not ready.
 	root = hostCopy(t, "nixos-h200")
 	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", prom)
-	if r.code != 1 || !strings.Contains(r.stdout, "nodeprep up has not run") {
+	if r.code != 1 || !strings.Contains(r.stdout, "no nodeprep up has written a status since boot") {
 		t.Errorf("health with no status file: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

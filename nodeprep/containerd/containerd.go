@@ -311,9 +311,23 @@ func checkSpecDirs(root *hostfs.Root, c *Config, specs []string) cdi.Findings {
 		if err == nil && resolved[r] {
 			continue
 		}
-		out = append(out, errorf(CodeSpecDirMissing, "%s: cdi_spec_dirs %q does not include %s, the directory of %s: containerd never loads the patched spec", c.Path, c.CDISpecDirs(), dir, s))
+		out = append(out, errorf(CodeSpecDirMissing, "%s: cdi_spec_dirs %q does not include %s, the directory of %s: containerd never loads the patched spec; add %s to cdi_spec_dirs under [plugins.%q] %s, or move the spec into one of those directories", c.Path, c.CDISpecDirs(), dir, s, dir, criPlugin(c.Version), whereToSet(c)))
 	}
 	return out
+}
+
+// whereToSet says where a setting of c goes: in c itself when it is the
+// template k3s renders, else in that template beside it (k3s rewrites
+// the file it renders at each start), named for c's version.
+func whereToSet(c *Config) string {
+	if strings.HasSuffix(c.Path, ".tmpl") {
+		return "in it"
+	}
+	tmpl := tmplV2
+	if c.Version >= 3 {
+		tmpl = tmplV3
+	}
+	return fmt.Sprintf("in %s beside it (k3s rewrites %s at each start)", tmpl, path.Base(c.Path))
 }
 
 var driverPkg = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(driverPkgRe) })

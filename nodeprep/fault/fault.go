@@ -1,5 +1,5 @@
 // Package fault names the kinds of failure that nodeprep's commands map to
-// exit codes (DESIGN.md, "Exit codes"). Domain packages mark an error with
+// exit codes (docs/exit-codes.md). Domain packages mark an error with
 // its kind; only cmd/ turns kinds into numbers.
 //
 // A marked error keeps its own message: the kind is found with errors.Is

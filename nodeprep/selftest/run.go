@@ -36,7 +36,8 @@ var (
 	ErrFailed = errors.New("adapter self-test failed")
 	// ErrLibraryNotFound is also wrapped by Report.Err when a required
 	// library (the Vulkan loader, or libEGL when EGL is required) could not
-	// be opened: DESIGN.md maps that to exit 69.
+	// be opened: exit 69 (docs/exit-codes.md; docs/commands.md, "nodeprep
+	// selftest").
 	ErrLibraryNotFound = errors.New("a required graphics library is unavailable")
 )
 
@@ -572,7 +573,8 @@ func (r *Report) Err() error {
 		msgs = append(msgs, "no reason recorded")
 	}
 	if missing {
-		// DESIGN.md: a required library that is unavailable is exit 69.
+		// A required library that is unavailable is exit 69
+		// (docs/exit-codes.md), not a failed check.
 		return fault.Unavailable(fmt.Errorf("%w: %w: %s", ErrFailed, ErrLibraryNotFound, strings.Join(msgs, "; ")))
 	}
 	return fault.CheckFailed(fmt.Errorf("%w: %s", ErrFailed, strings.Join(msgs, "; ")))

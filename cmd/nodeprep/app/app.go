@@ -25,7 +25,7 @@ type IOStreams struct {
 	ErrOut io.Writer // logs and error messages
 }
 
-// Exit codes (DESIGN.md, "Exit codes"; the 6x/7x values are sysexits.h's).
+// Exit codes (docs/exit-codes.md; the 6x/7x values are sysexits.h's).
 const (
 	ExitOK          = 0  // ready, or the check passed
 	ExitCheckFailed = 1  // fault.ErrCheckFailed, and unmarked errors

@@ -313,7 +313,13 @@ index order. When k3s is installed it also checks the containerd config k3s
 renders: CDI enabled, the spec's directory in cdi_spec_dirs, nvidia runtime
 handlers pointing at the NVIDIA container runtime (docs/k3s.md). It writes
 nothing. Each error about a missing mount or the cdiVersion is one change
-'cdi patch' makes.`,
+'cdi patch' makes.
+
+It plans that patch in memory and checks the patched specs again, and its
+last line says how many of the findings 'cdi patch' fixes and the codes of
+those it does not (-o json and -o yaml: "fixedByPatch": true on each it
+fixes); the patch writes nothing while an error it does not fix remains.
+The exit status is the check's, before any patch.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(g, cmd)
@@ -351,7 +357,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 	}
 	opts.Expect = expect
 	extra = append(extra, runtimeFindings(g, opts.Spec, opts.Discover.DriverRoot)...)
-	res, err := specset.Check(g.host, opts)
+	res, held, err := specset.CheckPatched(g.host, opts)
 	if err != nil {
 		return err
 	}
@@ -371,7 +377,12 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		if n := len(res.Related); n > 0 {
 			subject += " and " + count(n, "other GPU spec")
 		}
-		_, err := fmt.Fprintf(w, "%s: %s\n", subject, verdict)
+		if _, err := fmt.Fprintf(w, "%s: %s\n", subject, verdict); err != nil {
+			return err
+		}
+		if line := patchFixesLine(res.Findings, held); line != "" {
+			_, err = fmt.Fprintln(w, line)
+		}
 		return err
 	})
 	if err != nil {
@@ -381,6 +392,39 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		return silentIfPrinted(g, fault.CheckFailed(fmt.Errorf("CDI spec %q: %s", res.Spec, count(errs, "error"))))
 	}
 	return nil
+}
+
+// patchFixesLine is cdi check's last line: how many of the findings fs
+// `nodeprep cdi patch` fixes (cdi.Finding.FixedByPatch) and the codes of
+// those it does not; held of the fixed ones are in a spec the patch does
+// not write until the errors it does not fix are fixed. "" for no finding.
+func patchFixesLine(fs cdi.Findings, held int) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	fixed := 0
+	var left []string
+	for _, f := range fs {
+		if f.FixedByPatch {
+			fixed++
+		} else if !slices.Contains(left, f.Code) {
+			left = append(left, f.Code)
+		}
+	}
+	if fixed == 0 {
+		return "nodeprep cdi patch fixes none of these"
+	}
+	line := fmt.Sprintf("nodeprep cdi patch fixes %d of these %d", fixed, len(fs))
+	if fixed < len(fs) {
+		line += ", all but " + strings.Join(left, ", ")
+	}
+	switch {
+	case held == 0:
+		return line + " (run it, or let nodeprep up do it at boot)"
+	case held == fixed:
+		return line + ", once the errors among those are fixed (until then nodeprep up writes no patch)"
+	}
+	return line + fmt.Sprintf(" (run it, or let nodeprep up do it at boot); %d of them only once the errors among the others are fixed", held)
 }
 
 // silentIfPrinted keeps a check's summary error off stderr when the text

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -148,12 +149,31 @@ func TestCDIExitCodes(t *testing.T) {
 	}
 }
 
-// TestCDICheckJSON: -o json prints the findings with stable field names.
+// TestCDICheckJSON: -o json prints the findings with stable field names,
+// each that cdi patch fixes with "fixedByPatch": true (all 11 of the
+// walkthrough's tree).
 func TestCDICheckJSON(t *testing.T) {
 	root := hostCopy(t, "nixos-h200")
 	stdout, _, code := runCLI(t, "--root", root, "-o", "json", "cdi", "check", "--simulate", "dgx-h200")
 	if code != 1 || !strings.Contains(stdout, `"code": "missing-icd"`) || !strings.Contains(stdout, `"severity": "error"`) {
 		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+	var res struct {
+		Findings []struct {
+			Code         string `json:"code"`
+			FixedByPatch *bool  `json:"fixedByPatch"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Findings {
+		if f.FixedByPatch == nil || !*f.FixedByPatch {
+			t.Errorf("%s: fixedByPatch %v, want true", f.Code, f.FixedByPatch)
+		}
+	}
+	if len(res.Findings) != 11 {
+		t.Errorf("%d findings, want the walkthrough's 11", len(res.Findings))
 	}
 	if _, _, code := runCLI(t, "--root", root, "cdi", "patch"); code != 0 {
 		t.Fatalf("patch exit %d", code)
@@ -174,10 +194,13 @@ func TestCDICheckText(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
-	if last := lines[len(lines)-1]; last != "/var/run/cdi/nvidia-container-toolkit.json: 15 errors, 4 warnings" {
-		t.Errorf("count line = %q", last)
+	if count := lines[len(lines)-2]; count != "/var/run/cdi/nvidia-container-toolkit.json: 15 errors, 4 warnings" {
+		t.Errorf("count line = %q", count)
 	}
-	lines = lines[:len(lines)-1]
+	if last, want := lines[len(lines)-1], "nodeprep cdi patch fixes 11 of these 19, all but missing-device, once the errors among those are fixed (until then nodeprep up writes no patch)"; last != want {
+		t.Errorf("last line = %q, want %q", last, want)
+	}
+	lines = lines[:len(lines)-2]
 	msgCol, firstCodeCol := -1, -1
 	var gpus []string
 	for _, l := range lines {
@@ -539,5 +562,49 @@ func TestCheckNamesSpecsLeftAsTheyAre(t *testing.T) {
 	}
 	if len(res.NotPatched) != 2 || res.NotPatched[0].Spec != claim || res.NotPatched[1].Spec != vfio || res.NotPatched[0].Reason == "" {
 		t.Errorf("notPatched = %+v", res.NotPatched)
+	}
+}
+
+// TestPatchFixesLine: cdi check's last line says how many findings cdi
+// patch fixes, which codes it does not, and when it writes nothing yet;
+// none for no finding.
+func TestPatchFixesLine(t *testing.T) {
+	t.Parallel()
+	fix := func(code string) cdi.Finding {
+		return cdi.Finding{Severity: cdi.SeverityError, Code: code, FixedByPatch: true}
+	}
+	keep := func(code string) cdi.Finding { return cdi.Finding{Severity: cdi.SeverityWarning, Code: code} }
+	tests := []struct {
+		name string
+		fs   cdi.Findings
+		held int
+		want string
+	}{
+		{"no finding", nil, 0, ""},
+		{"all", cdi.Findings{fix("missing-icd"), fix("missing-glvnd")}, 0,
+			"nodeprep cdi patch fixes 2 of these 2 (run it, or let nodeprep up do it at boot)"},
+		{"some", cdi.Findings{fix("missing-icd"), keep("shadowed-device"), keep("missing-all-device"), keep("shadowed-device")}, 0,
+			"nodeprep cdi patch fixes 1 of these 4, all but shadowed-device, missing-all-device (run it, or let nodeprep up do it at boot)"},
+		{"none", cdi.Findings{keep("missing-device")}, 0, "nodeprep cdi patch fixes none of these"},
+		{"held", cdi.Findings{keep("no-icd-on-host"), fix("missing-glvnd")}, 1,
+			"nodeprep cdi patch fixes 1 of these 2, all but no-icd-on-host, once the errors among those are fixed (until then nodeprep up writes no patch)"},
+		{"partly held", cdi.Findings{keep("missing-device"), fix("missing-glvnd"), fix("missing-icd")}, 1,
+			"nodeprep cdi patch fixes 2 of these 3, all but missing-device (run it, or let nodeprep up do it at boot); 1 of them only once the errors among the others are fixed"},
+	}
+	for _, tt := range tests {
+		if got := patchFixesLine(tt.fs, tt.held); got != tt.want {
+			t.Errorf("%s:\n%q\nwant\n%q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCDICheckWalkthrough: on the README's tree cdi check ends by saying
+// that cdi patch fixes every one of its 11 findings.
+func TestCDICheckWalkthrough(t *testing.T) {
+	t.Parallel()
+	stdout, _, code := runCLI(t, "--root", hostCopy(t, "nixos-h200"), "cdi", "check", "--simulate", "dgx-h200")
+	want := "/var/run/cdi/nvidia-container-toolkit.json: 7 errors, 4 warnings\nnodeprep cdi patch fixes 11 of these 11 (run it, or let nodeprep up do it at boot)\n"
+	if code != ExitCheckFailed || !strings.HasSuffix(stdout, want) {
+		t.Errorf("exit %d, stdout\n%s\nwant it to end\n%s", code, stdout, want)
 	}
 }

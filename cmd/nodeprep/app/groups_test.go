@@ -101,3 +101,55 @@ func TestGroupUnknownCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestLeafTakesNoArguments: every command without subcommands whose usage
+// names no argument, in nodeprep-cluster's tree (hidden ones and cobra's
+// completion commands included), answers an argument with a usage error
+// that says it takes none (exit 2, nothing on stdout); cobra.NoArgs said
+// `unknown command "extra-arg" for "nodeprep cdi check"`, as if cdi check
+// had subcommands. An argument that is a flag's name gets the flag.
+func TestLeafTakesNoArguments(t *testing.T) {
+	t.Parallel()
+	exts := []app.Extension{clustercmd.New, nodecmd.New}
+	var leaves [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			p := append(slices.Clone(path), sub.Name())
+			switch {
+			case sub.HasSubCommands():
+				walk(sub, p)
+			case sub.Runnable() && !sub.DisableFlagParsing && len(strings.Fields(sub.Use)) == 1:
+				leaves = append(leaves, p)
+			}
+		}
+	}
+	walk(app.NewRootCommand(app.IOStreams{}, exts...), nil)
+	var names []string
+	for _, l := range leaves {
+		names = append(names, strings.Join(l, " "))
+	}
+	t.Logf("%d commands take no argument: %q", len(names), names)
+	for _, want := range []string{"version", "status", "cdi check", "cdi patch", "cdi watch", "up", "health", "cluster render", "completion bash", "node-report"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("no command %q among %q", want, names)
+		}
+	}
+	run := func(args ...string) (stdout, stderr string, code int) {
+		var out, errOut bytes.Buffer
+		err := app.Run(args, app.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, exts...)
+		code = app.Report(&errOut, err)
+		return out.String(), errOut.String(), code
+	}
+	for _, leaf := range leaves {
+		path := "nodeprep " + strings.Join(leaf, " ")
+		stdout, stderr, code := run(append(slices.Clone(leaf), "extra-arg")...)
+		want := "nodeprep: error: " + path + ` takes no arguments, got "extra-arg" (see ` + path + " --help)\n"
+		if code != app.ExitUsage || stdout != "" || stderr != want {
+			t.Errorf("%s extra-arg: exit %d, stdout %q, stderr\n %q\nwant exit %d and\n %q", path, code, stdout, stderr, app.ExitUsage, want)
+		}
+	}
+	if _, stderr, code := run("cdi", "patch", "dry-run"); code != app.ExitUsage || !strings.Contains(stderr, `got "dry-run"; did you mean --dry-run?`) {
+		t.Errorf("cdi patch dry-run: exit %d, stderr %q; want the flag named", code, stderr)
+	}
+}

@@ -71,6 +71,26 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return err
 	}
+	// The pod path as up judged it: the spec, the runtime's directories and
+	// the driver root of the config file (health has no CDI flags).
+	copts := (&specFlags{arch: runtime.GOARCH}).options(g, cmd)
+	hopts := nodeprep.HealthOptions{
+		Inventory:   func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
+		Selftest:    st,
+		StatusFile:  flagOr(fs, "status-file", o.statusFile, g.cfg.Up.StatusFile),
+		MetricsFile: flagOr(fs, "metrics-file", o.metricsFile, g.cfg.Up.MetricsFile),
+		Log:         g.log,
+		Version:     currentVersion().Version,
+		CDI:         &copts,
+		DeviceNames: g.cfg.CDI.DeviceNames,
+		// The runtime judged from the same facts, by the same code, as
+		// cdi check judges it.
+		Runtime: runtimeJudge(g, copts),
+	}
+	// Before the lock, whose file a refused run must not create either.
+	if err := nodeprep.CheckOutputs(hopts.Outputs()...); err != nil {
+		return err
+	}
 	unlock, err := g.host.Lock(cmd.Context(), 0)
 	if errors.Is(err, fault.ErrLocked) {
 		g.log.Debug("skipped: another nodeprep holds the lock (up, cdi patch, join or another health)")
@@ -84,22 +104,7 @@ func (o *healthOptions) run(cmd *cobra.Command, g *globals) error {
 	}
 	defer unlock() //nolint:errcheck // closing the lock file releases it
 
-	// The pod path as up judged it: the spec, the runtime's directories and
-	// the driver root of the config file (health has no CDI flags).
-	copts := (&specFlags{arch: runtime.GOARCH}).options(g, cmd)
-	rep, err := nodeprep.Health(cmd.Context(), g.host, nodeprep.HealthOptions{
-		Inventory:   func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
-		Selftest:    st,
-		StatusFile:  flagOr(fs, "status-file", o.statusFile, g.cfg.Up.StatusFile),
-		MetricsFile: flagOr(fs, "metrics-file", o.metricsFile, g.cfg.Up.MetricsFile),
-		Log:         g.log,
-		Version:     currentVersion().Version,
-		CDI:         &copts,
-		DeviceNames: g.cfg.CDI.DeviceNames,
-		// The runtime judged from the same facts, by the same code, as
-		// cdi check judges it.
-		Runtime: runtimeJudge(g, copts),
-	})
+	rep, err := nodeprep.Health(cmd.Context(), g.host, hopts)
 	if rep != nil {
 		reportNode(cmd.Context(), g, &o.node, rep, "", false)
 	}

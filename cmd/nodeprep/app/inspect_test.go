@@ -98,7 +98,7 @@ func TestInspectErrors(t *testing.T) {
 	}{
 		{"unknown server", []string{"inspect", "--simulate", "dgx-x1"}, ExitUsage,
 			[]string{`unknown simulated server "dgx-x1"`, "dgx-a100, dgx-b200, dgx-h100, dgx-h200"}},
-		{"argument", []string{"inspect", "gpu0"}, ExitUsage, []string{"unknown command"}},
+		{"argument", []string{"inspect", "gpu0"}, ExitUsage, []string{`nodeprep inspect takes no arguments, got "gpu0"`}},
 		{"simulate and nvml-lib", []string{"inspect", "--simulate", "dgx-h100", "--nvml-lib", "/x.so"}, ExitUsage,
 			[]string{"--simulate and --nvml-lib exclude each other"}},
 		{"missing library", []string{"inspect", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"}, ExitUnavailable,

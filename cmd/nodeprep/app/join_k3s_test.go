@@ -195,7 +195,7 @@ func TestSpecDirsFromContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, code = runCLI(t, "--root", root, "cdi", "check")
-	if code != ExitOK || !strings.Contains(out, "nvidia.com/gpu=0 in /srv/cdi/copy.json is shadowed by a spec in a later CDI directory") {
+	if code != ExitOK || !strings.Contains(out, "nvidia.com/gpu=0 in /srv/cdi/copy.json is shadowed by /var/run/cdi/nvidia-container-toolkit.json, in a later CDI directory") {
 		t.Errorf("exit %d, want the copy in /srv/cdi named as shadowed:\n%s", code, out)
 	}
 }

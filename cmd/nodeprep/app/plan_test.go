@@ -13,8 +13,8 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
-// TestExitCodeNumbers pins every exit code by its number (DESIGN.md,
-// "Exit codes"): the constants are compared with literals once here, so a
+// TestExitCodeNumbers pins every exit code by its number
+// (docs/exit-codes.md): the constants are compared with literals once here, so a
 // changed constant fails a test even where other tests compare with it.
 func TestExitCodeNumbers(t *testing.T) {
 	t.Parallel()
@@ -74,6 +74,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{name: "join, a label key twice", args: []string{"join", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"}, code: 65, stderr: `"site" given twice`},
 		{name: "cdi patch, a bad join section", config: "join:\n  taints: [gpu=x:NoScheduled]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.taints"},
 		{name: "cdi patch, a join label twice", config: "join:\n  labels: [site=a, site=b]\n", args: []string{"cdi", "patch"}, code: 65, stderr: "join.labels"},
+		// An output that names a directory is refused before the lock is
+		// taken: /run/nodeprep/lock is not created either.
+		{name: "up, --metrics-file a directory", args: []string{"up", "--simulate", "dgx-h200", "--metrics-file", "/run/nodeprep/"}, code: 2, stderr: "such as /run/nodeprep/nodeprep.prom"},
+		{name: "up, the metrics file is the status file", args: []string{"up", "--simulate", "dgx-h200", "--metrics-file", "/run/nodeprep/status.json"}, code: 2, stderr: "two outputs cannot share one file"},
+		{name: "health, --status-file a directory", args: []string{"health", "--simulate", "dgx-h200", "--status-file", "/run/nodeprep/"}, code: 2, stderr: "such as /run/nodeprep/status.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

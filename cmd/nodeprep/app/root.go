@@ -88,6 +88,7 @@ the node's taints and labels. 'nodeprep up' runs it all, for the systemd unit.`,
 	// needs it in the tree now.
 	cmd.InitDefaultCompletionCmd()
 	guardGroups(cmd)
+	guardLeaves(cmd)
 	registerCompletions(cmd)
 	return cmd, g
 }

@@ -155,9 +155,10 @@ func runSelftest(cmd *cobra.Command, g *globals, o *selftestOptions) error {
 
 // selftestExit maps a report to the command's error: nil when it passed;
 // fault.Unavailable (69) when a required library could not be opened
-// (DESIGN.md: "a required library is unavailable (NVML, Vulkan loader)");
-// fault.CheckFailed (1) otherwise. In text mode the reasons are already
-// printed, so the error is silent.
+// (docs/exit-codes.md, 69: "a required file, service or library is
+// unavailable: NVML, the Vulkan loader"; docs/commands.md, "nodeprep
+// selftest"); fault.CheckFailed (1) otherwise. In text mode the reasons
+// are already printed, so the error is silent.
 func selftestExit(rep *selftest.Report, printed bool) error {
 	err := rep.Err() // marked: 69 for a missing library, 1 otherwise
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -28,14 +29,19 @@ under --root) and prints its verdict line, when and by which command and
 version it was written, and each failed stage's first reason. -o json or
 -o yaml print the whole report, as it is in the file.
 
+It is the last report written, not always the last run's: an up that
+refuses before its checks (a usage error, an output it cannot write, a
+missing --rootfs, a held lock) changes no file, so an older verdict, or
+none, stays. Its error is on the terminal, or in journalctl -u nodeprep.
+
 It runs no check, writes nothing and takes no lock: it answers while up or
 health runs (with the verdict last written). To run the checks again, run
 nodeprep up (on NixOS, systemctl restart nodeprep).
 
 Exit status: 0 the status says ready (tainted included), 1 it says not
 ready, 65 the file is not a status report (torn, not JSON, no verdict, over
-16 MiB), 69 there is no status file: nodeprep up has not run (since boot,
-for the default file under /run).`,
+16 MiB), 69 there is no status file: no nodeprep up has written one (since
+boot, for the default file under /run), or it is a dangling symlink.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, g) },
 	}
@@ -46,11 +52,8 @@ for the default file under /run).`,
 func (o *statusOptions) run(cmd *cobra.Command, g *globals) error {
 	file := flagOr(cmd.Flags(), "status-file", o.statusFile, g.cfg.Up.StatusFile)
 	rep, err := nodeprep.ReadStatus(g.host, file)
-	if errors.Is(err, nodeprep.ErrNoStatus) {
-		return fmt.Errorf("%w (nodeprep status only reads it: run nodeprep up, or systemctl restart nodeprep, to make one)", err)
-	}
 	if err != nil {
-		return err
+		return statusAdvice(err)
 	}
 	now := time.Now()
 	if err := g.print(rep, func(w io.Writer) error { return writeStatusText(w, rep, now) }); err != nil {
@@ -62,14 +65,39 @@ func (o *statusOptions) run(cmd *cobra.Command, g *globals) error {
 	return nil
 }
 
+// statusAdvice is ReadStatus's error err with what to do about it, its
+// fault kind (the exit code) kept. A missing file is not proof that up
+// never ran: an up that refuses before its first stage (a usage error, an
+// output it cannot write, a missing --rootfs, a held lock) writes nothing,
+// so the advice says where its error went.
+func statusAdvice(err error) error {
+	switch {
+	case errors.Is(err, nodeprep.ErrNoStatus):
+		return fmt.Errorf("%w: nodeprep up has not run, or it refused before writing anything (bad flags or config, an output it cannot write, a missing --rootfs, a held lock); "+
+			"to see why, run nodeprep up, or systemctl status nodeprep and journalctl -u nodeprep", err)
+	case errors.Is(err, bounded.ErrNotRegular):
+		return fmt.Errorf("%w: nodeprep up cannot replace it either (it exits 73): remove it, then run nodeprep up", err)
+	case errors.Is(err, fault.ErrMalformed):
+		return fmt.Errorf("%w: it is not a report nodeprep wrote, and only nodeprep reads it: run nodeprep up to write a new one", err)
+	}
+	return err
+}
+
+// refusedNote is the last line of `nodeprep status`'s text: the report
+// is the last one written, and a run that refused before its checks wrote
+// none.
+const refusedNote = "a later run that refused before its checks is not shown (journalctl -u nodeprep)"
+
 // writeStatusText writes the report's verdict as `nodeprep status` prints
 // it: the verdict line (a failed stage named, its reason on its own line,
 // as up's last line does), when and by what the report was written (its
-// age at now), and each failed stage's first reason.
+// age at now), each failed stage's first reason (with how many more it
+// has) and refusedNote.
 //
 //	not ready: selftest failed
 //	written 2026-11-01T10:12:03Z (4m12s ago) by nodeprep up, version 0.4.0
 //	✗ selftest  GPU-228ca55b-… matched no Vulkan adapter
+//	a later run that refused before its checks is not shown (journalctl -u nodeprep)
 func writeStatusText(w io.Writer, r *nodeprep.Report, now time.Time) error {
 	var b strings.Builder
 	var failed []nodeprep.StageResult
@@ -107,8 +135,14 @@ func writeStatusText(w io.Writer, r *nodeprep.Report, now time.Time) error {
 		if len(s.Reasons) > 0 {
 			reason = s.Reasons[0]
 		}
+		if more := len(s.Reasons) - 1; more > 0 {
+			reason += fmt.Sprintf(" (and %d more: nodeprep status -o json lists them)", more)
+		}
 		fmt.Fprintf(&b, "✗ %-9s %s\n", s.Name, reason)
 	}
+	// An up that refuses before its first stage writes nothing, by design:
+	// this report can be older than the last run.
+	b.WriteString(refusedNote + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -87,7 +87,8 @@ func treeState(t *testing.T, root string) map[string]string {
 // TestStatus: `nodeprep status` prints the status file's verdict (text:
 // the verdict line, when and by what it was written, each failed stage's
 // first reason; -o json|yaml: the whole report) and exits 0 ready, 1 not
-// ready, 65 for a file that is not a report, 69 for none (up has not run).
+// ready, 65 for a file that is not a report, 69 for none (no up has written
+// one: it has not run, or it refused before writing) or a dangling link.
 // It reads the file the config's up.statusFile or --status-file names,
 // writes nothing and takes no lock.
 func TestStatus(t *testing.T) {
@@ -96,6 +97,7 @@ func TestStatus(t *testing.T) {
 	tests := []struct {
 		name    string
 		files   map[string][]byte // under the root
+		links   map[string]string // symlinks under the root: path → target
 		args    []string
 		code    int
 		stdout  string // the whole stdout, unless json
@@ -112,10 +114,25 @@ func TestStatus(t *testing.T) {
 			stderr: "not ready: cdi: missing-device"},
 		{name: "yaml", files: map[string][]byte{def: reportJSON(t, statusReport(true))}, args: []string{"-o", "yaml"}, code: ExitOK,
 			stdout: "version: 1.2.3\n"},
-		{name: "no status file", code: ExitUnavailable, stderr: "/run/nodeprep/status.json does not exist: nodeprep up has not run"},
+		// An up that refused before its checks wrote nothing either: the
+		// message does not say up has not run, and says where to look.
+		{name: "no status file", code: ExitUnavailable, stderr: "/run/nodeprep/status.json does not exist: no nodeprep up has written a status since boot: " +
+			"nodeprep up has not run, or it refused before writing anything (bad flags or config, an output it cannot write, a missing --rootfs, a held lock); " +
+			"to see why, run nodeprep up, or systemctl status nodeprep and journalctl -u nodeprep\n"},
+		{name: "no status file outside /run", args: []string{"--status-file", "/var/lib/np/status.json"}, code: ExitUnavailable,
+			stderr: "/var/lib/np/status.json does not exist: no nodeprep up has written a status: nodeprep up has not run, or it refused"},
+		{name: "dangling symlink", links: map[string]string{def: "/var/lib/np/gone.json"}, code: ExitUnavailable,
+			stderr:  "/run/nodeprep/status.json is a dangling symlink (to /var/lib/np/gone.json, which does not exist): nodeprep up writes no status through a symlink (it exits 73): remove the link, then run nodeprep up\n",
+			noLines: []string{"no nodeprep up has written"}},
 		{name: "torn", files: map[string][]byte{def: []byte(`{"version": "1.2.3", "rea`)}, code: ExitMalformed, stderr: "reading status"},
-		{name: "not a report", files: map[string][]byte{def: []byte("{}\n")}, code: ExitMalformed, stderr: "no verdict"},
+		{name: "not JSON", files: map[string][]byte{def: []byte("garbage\n")}, code: ExitMalformed,
+			stderr: `reading status "/run/nodeprep/status.json": invalid character 'g' looking for beginning of value: it is not a report nodeprep wrote, and only nodeprep reads it: run nodeprep up to write a new one`},
+		{name: "empty", files: map[string][]byte{def: {}}, code: ExitMalformed,
+			stderr: "unexpected end of JSON input: it is not a report nodeprep wrote, and only nodeprep reads it: run nodeprep up to write a new one"},
+		{name: "not a report", files: map[string][]byte{def: []byte("{}\n")}, code: ExitMalformed, stderr: "it has no verdict: it is not a report nodeprep wrote"},
 		{name: "a field of the wrong type", files: map[string][]byte{def: []byte(`{"verdict": "ready", "ready": "yes"}`)}, code: ExitMalformed, stderr: "reading status"},
+		{name: "a directory", files: map[string][]byte{def + "/x": {}}, code: ExitMalformed,
+			stderr: "is a directory: not a regular file: nodeprep up cannot replace it either (it exits 73): remove it, then run nodeprep up"},
 		{name: "config up.statusFile", files: map[string][]byte{
 			"etc/nodeprep/config.yaml": []byte("up:\n  statusFile: /var/lib/np/status.json\n"),
 			"var/lib/np/status.json":   reportJSON(t, statusReport(false)),
@@ -132,6 +149,15 @@ func TestStatus(t *testing.T) {
 			root := t.TempDir()
 			for rel, data := range tt.files {
 				writeStatus(t, root, rel, data)
+			}
+			for rel, target := range tt.links {
+				p := filepath.Join(root, rel)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(target, p); err != nil {
+					t.Fatal(err)
+				}
 			}
 			before := treeState(t, root)
 			stdout, stderr, code := runCLI(t, append([]string{"--root", root, "status"}, tt.args...)...)
@@ -152,6 +178,11 @@ func TestStatus(t *testing.T) {
 			if !strings.Contains(stderr, tt.stderr) {
 				t.Errorf("stderr %q lacks %q", stderr, tt.stderr)
 			}
+			for _, l := range tt.noLines {
+				if strings.Contains(stderr, l) {
+					t.Errorf("stderr %q has %q", stderr, l)
+				}
+			}
 			if after := treeState(t, root); len(after) != len(before) {
 				t.Errorf("status changed the tree: %d paths before, %d after", len(before), len(after))
 			} else {
@@ -167,8 +198,9 @@ func TestStatus(t *testing.T) {
 
 // TestStatusText pins the text form: the verdict line (a failed stage
 // named, as up's last line names it), the time and age, the command and
-// version, and each failed stage's first reason; a verdict that is not a
-// stage's reason is printed as it is.
+// version, each failed stage's first reason with how many more it has,
+// and the line that a refused later run is not in it; a verdict that is
+// not a stage's reason is printed as it is.
 func TestStatusText(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, time.November, 1, 10, 16, 15, 0, time.UTC)
@@ -180,19 +212,27 @@ func TestStatusText(t *testing.T) {
 	repatch.Verdict = "not ready: the last nodeprep up left the node not ready (not ready: join: x)"
 	repatch.Stages = repatch.Stages[:1]
 	health.Stages = []nodeprep.StageResult{{Name: nodeprep.StageInventory, Status: nodeprep.StatusFailed, Reasons: []string{"the last nodeprep up left the node not ready (not ready: join: x)"}}}
+	threeReasons := statusReport(false)
+	threeReasons.Stages[1].Reasons = append(threeReasons.Stages[1].Reasons, "third reason")
+	// A report is the last one written: an up that refused before its
+	// checks wrote none, so every text output says so.
+	const refused = "a later run that refused before its checks is not shown (journalctl -u nodeprep)\n"
 	tests := []struct {
 		name string
 		r    *nodeprep.Report
 		want string
 	}{
-		{"ready", statusReport(true), "ready\nwritten 2026-11-01T10:12:03Z (4m12s ago) by nodeprep up, version 1.2.3\n"},
+		{"ready", statusReport(true), "ready\nwritten 2026-11-01T10:12:03Z (4m12s ago) by nodeprep up, version 1.2.3\n" + refused},
 		{"not ready", statusReport(false), "not ready: cdi failed\nwritten 2026-11-01T10:12:03Z (4m12s ago) by nodeprep up, version 1.2.3\n" +
-			"✗ cdi       missing-device: nvidia.com/gpu=GPU-228c is not in the spec\n" +
-			"✗ selftest  missing-adapter: no Vulkan adapter\n"},
+			"✗ cdi       missing-device: nvidia.com/gpu=GPU-228c is not in the spec (and 1 more: nodeprep status -o json lists them)\n" +
+			"✗ selftest  missing-adapter: no Vulkan adapter\n" + refused},
 		{"health", health, "not ready: inventory failed\nwritten 2026-11-01T10:12:03Z (4m12s ago) by nodeprep health, version 1.2.3\n" +
-			"✗ inventory the last nodeprep up left the node not ready (not ready: join: x)\n"},
+			"✗ inventory the last nodeprep up left the node not ready (not ready: join: x)\n" + refused},
 		{"re-patch", repatch, "not ready: the last nodeprep up left the node not ready (not ready: join: x)\n" +
-			"written 2026-11-01T10:12:03Z (4m12s ago) by nodeprep cdi patch, version 1.2.3\n"},
+			"written 2026-11-01T10:12:03Z (4m12s ago) by nodeprep cdi patch, version 1.2.3\n" + refused},
+		{"three reasons", threeReasons, "not ready: cdi failed\nwritten 2026-11-01T10:12:03Z (4m12s ago) by nodeprep up, version 1.2.3\n" +
+			"✗ cdi       missing-device: nvidia.com/gpu=GPU-228c is not in the spec (and 2 more: nodeprep status -o json lists them)\n" +
+			"✗ selftest  missing-adapter: no Vulkan adapter\n" + refused},
 	}
 	for _, tt := range tests {
 		var b strings.Builder
@@ -222,5 +262,25 @@ func TestStatusWhileLocked(t *testing.T) {
 	defer unlock() //nolint:errcheck
 	if stdout, stderr, code := runCLI(t, "--root", root, "status"); code != ExitOK || !strings.HasPrefix(stdout, "ready\n") {
 		t.Errorf("status while the lock is held: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestStatusAfterRefusedUp: an up that refuses before its checks changes
+// no file, so status still prints the verdict written before it; its text
+// says that a refused later run is not shown.
+func TestStatusAfterRefusedUp(t *testing.T) {
+	t.Parallel()
+	root := hostCopy(t, "nixos-h200")
+	old := reportJSON(t, statusReport(true))
+	writeStatus(t, root, "run/nodeprep/status.json", old)
+	if _, stderr, code := runCLI(t, "--root", root, "up", "--simulate", "dgx-h200", "--label", "site=a", "--label", "site=b"); code != ExitMalformed {
+		t.Fatalf("up with a label twice: exit %d, want %d\n%s", code, ExitMalformed, stderr)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json")); err != nil || string(data) != string(old) {
+		t.Fatalf("the refused up changed the status file (err %v)", err)
+	}
+	stdout, stderr, code := runCLI(t, "--root", root, "status")
+	if code != ExitOK || !strings.HasPrefix(stdout, "ready\n") || !strings.HasSuffix(stdout, "\n"+refusedNote+"\n") {
+		t.Errorf("status after a refused up: exit %d, stdout %q, stderr %q; want the old ready and %q", code, stdout, stderr, refusedNote)
 	}
 }

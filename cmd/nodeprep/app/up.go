@@ -94,13 +94,7 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		copts.SpecDirs = cdiOpts.SpecDirs
 		ctr = &copts
 	}
-	unlock, err := lock(cmd.Context(), g, cmd, o.wait)
-	if err != nil {
-		return err
-	}
-	defer unlock() //nolint:errcheck // closing the lock file releases it
-
-	rep, err := nodeprep.Up(cmd.Context(), g.host, nodeprep.UpOptions{
+	uopts := nodeprep.UpOptions{
 		Inventory:         func() (*gpu.Inventory, error) { return o.inv.inventory(g, fs) },
 		CDI:               cdiOpts,
 		DeviceNames:       flagOr(fs, "device-names", o.deviceNames, cfg.CDI.DeviceNames),
@@ -117,7 +111,18 @@ func (o *upOptions) run(cmd *cobra.Command, g *globals) error {
 		Log:               g.log,
 		Version:           currentVersion().Version,
 		Hint:              func(err error) string { return rootHint(fs, g.rootDir, err) },
-	})
+	}
+	// Before the lock, whose file a refused run must not create either.
+	if err := nodeprep.CheckOutputs(uopts.Outputs()...); err != nil {
+		return err
+	}
+	unlock, err := lock(cmd.Context(), g, cmd, o.wait)
+	if err != nil {
+		return err
+	}
+	defer unlock() //nolint:errcheck // closing the lock file releases it
+
+	rep, err := nodeprep.Up(cmd.Context(), g.host, uopts)
 	if rep != nil {
 		dataDir := ""
 		if rep.Join != nil {
