@@ -99,7 +99,11 @@ nix-check:
 docs-check:
 	./scripts/docs-check.sh
 
-test: deps build lint rootfs tools unit nix-check docs-check
+# deps, then scripts/test.sh: tools in the background while build, lint and
+# rootfs run, then unit, nix-check and docs-check (why in that order: the
+# script's head).
+test: deps
+	@GO=$(GO) ./scripts/test.sh
 
 demo: deps-demo build
 	$(HB) demo ./scripts/demo.sh
