@@ -20,7 +20,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # Every step that can take minutes runs under scripts/heartbeat.sh, which
 # prints "<label>: still running (N s)" every 30 s (HEARTBEAT_SECONDS) and,
 # while Go is at work, the packages it compiles or tests: a cold run is
-# never silent.
+# never silent. What each step costs cold: docs/development.md.
 HB        := ./scripts/heartbeat.sh
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
@@ -43,7 +43,7 @@ deps-bench:
 	@./scripts/install-deps.sh bench
 
 build:
-	@GO=$(GO) ./scripts/first-build-note.sh "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)" -trimpath
+	@GO=$(GO) ./scripts/first-build-note.sh "build: a first build downloads the modules and compiles every package, cgo ones (go-nvml, the CDI library) included: minutes (docs/development.md)" -trimpath
 	CGO_ENABLED=1 $(HB) "build ($(BIN))" $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
 	CGO_ENABLED=1 $(HB) "build ($(PROBE_BIN))" $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
 	CGO_ENABLED=1 $(HB) "build ($(CLUSTER_BIN))" $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
@@ -74,7 +74,7 @@ lint: vet
 # more than go test's default 10 minutes on a loaded machine.
 unit:
 	@echo "unit: go test ./... with lavapipe and Mesa EGL"
-	@GO=$(GO) ./scripts/first-build-note.sh "unit: the first run compiles every package (≈ 3 min)"
+	@GO=$(GO) ./scripts/first-build-note.sh "unit: a first run compiles every package and its tests before they run: minutes (docs/development.md)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
 	  $(HB) "unit (go test)" ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 20m ./...

@@ -10,8 +10,8 @@
 # directories of the components already built and fails for the others.
 # Concurrent runs (parallel test binaries) wait on one lock per component.
 # The wait on the lock and each build run under scripts/heartbeat.sh, so
-# a build that takes minutes says every 30 s on stderr that it is still
-# running.
+# a build that takes minutes (docs/development.md lists what each costs
+# cold) says every 30 s on stderr that it is still running.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 hb=$repo/scripts/heartbeat.sh
@@ -45,7 +45,7 @@ for c in "$@"; do
     "$hb" "build-tools ($c): waiting for another build of it" flock 9
     if [ ! -e "$out/.complete" ]; then
       start=$(date +%s)
-      echo "build-tools: building $c (pinned in testdata/tools/$c/go.mod; cold builds take minutes)" >&2
+      echo "build-tools: building $c (pinned in testdata/tools/$c/go.mod; what a cold build costs: docs/development.md)" >&2
       tmp=$(mktemp -d "$cache/$c/.build.XXXXXX")
       trap 'rm -rf "$tmp"' EXIT
       # CGO for the NVIDIA tools (go-nvml dlopens libnvidia-ml); -trimpath
