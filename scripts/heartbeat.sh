@@ -20,7 +20,8 @@ set -u
 label=$1; shift
 every=${HEARTBEAT_SECONDS:-30}
 [[ $every =~ ^[0-9]+$ ]] || { echo "heartbeat: HEARTBEAT_SECONDS=$every is not a whole number of seconds" >&2; exit 2; }
-[ "$every" != 0 ] || exec "$@"
+every=$((10#$every))
+((every > 0)) || exec "$@"
 
 # doing PID: what Go does below PID, read from /proc ("" when nothing).
 doing() {
@@ -69,7 +70,29 @@ doing() {
   return 0
 }
 
+stop_ticker() {
+  [ -n "$ticker" ] || return 0
+  kill -TERM "$ticker" 2>/dev/null
+  wait "$ticker" 2>/dev/null
+}
+on_signal() {
+  [ -z "$cmd" ] || kill "-$1" "$cmd" 2>/dev/null
+  # The ticker first: when the signal that brought us here also ended
+  # COMMAND (Ctrl-C reaches the whole process group), bash can lose
+  # COMMAND's exit status in the interrupted wait, and a wait for it would
+  # then last as long as another child, the ticker, does.
+  stop_ticker
+  [ -z "$cmd" ] || wait "$cmd" 2>/dev/null
+  trap - "$1"
+  kill "-$1" $$
+  exit 1 # not reached: the signal ends this script
+}
 here=$(pwd -P) # test binaries are named by their directory below here
+# Set before the children start (subshells reset them to the defaults).
+cmd= ticker=
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+trap 'on_signal HUP' HUP
 SECONDS=0
 # The command runs in the background so that a signal to this script is
 # handled at once (bash runs traps only between commands, or during
@@ -79,37 +102,21 @@ SECONDS=0
 (trap - INT QUIT; exec "$@") <&0 &
 cmd=$!
 # The ticker sleeps in a child of its own and kills it when told to stop,
-# so no `sleep` outlives it. Its stdout is stderr, so a caller reading
-# COMMAND's stdout to its end does not wait on the ticker.
+# so no `sleep` outlives it. It writes each line from a subshell: bash 5.2
+# can fail to parse a command substitution (and so never runs the trap)
+# when a trapped signal comes while it expands one, so neither the ticker
+# nor this shell, once their traps are set, expands any. Its stdout is
+# stderr, so a caller reading COMMAND's stdout to its end does not wait on
+# the ticker.
 (
-  trap 'kill $(jobs -p) 2>/dev/null; wait; exit 0' TERM
+  trap 'kill %% 2>/dev/null; wait; exit 0' TERM
   while :; do
     sleep $((every - SECONDS % every)) &
     wait $!
-    echo "$label: still running ($SECONDS s)$(doing "$cmd")"
+    (echo "$label: still running ($SECONDS s)$(doing "$cmd")")
   done
 ) >&2 &
 ticker=$!
-
-stop_ticker() {
-  kill -TERM "$ticker" 2>/dev/null
-  wait "$ticker" 2>/dev/null
-}
-on_signal() {
-  kill "-$1" "$cmd" 2>/dev/null
-  # The ticker first: when the signal that brought us here also ended
-  # COMMAND (Ctrl-C reaches the whole process group), bash can lose
-  # COMMAND's exit status in the interrupted wait, and a wait for it would
-  # then last as long as another child, the ticker, does.
-  stop_ticker
-  wait "$cmd" 2>/dev/null
-  trap - "$1"
-  kill "-$1" $$
-  exit 1 # not reached: the signal ends this script
-}
-trap 'on_signal INT' INT
-trap 'on_signal TERM' TERM
-trap 'on_signal HUP' HUP
 
 wait "$cmd"
 rc=$?

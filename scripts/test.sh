@@ -26,8 +26,9 @@
 # builds at once need more memory than one (a few GiB at the peak).
 #
 # A failing step fails the run at once, the tools build included (it is
-# checked after each step) and stops the other; so does Ctrl-C. At the end
-# it prints each step's time. GO names the go command (default go).
+# checked after each step); a failure or Ctrl-C stops a tools build still
+# running. At the end it prints each step's time. GO (the go command) and
+# make's command-line variables reach each `make STEP` as they are.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 make=(make --no-print-directory)
@@ -35,10 +36,29 @@ state=$(mktemp "${TMPDIR:-/tmp}/nodeprep-test-tools.XXXXXX") || exit 1
 tools=
 times=()
 
+# group_alive PGID: whether a process of that group still runs (zombies,
+# which only wait for their parent to collect them, do not count).
+group_alive() {
+  local f l st pgrp
+  for f in /proc/[0-9]*/stat; do
+    { read -r l <"$f"; } 2>/dev/null || continue
+    l=${l##*) } # state ppid pgrp ...
+    st=${l%% *} l=${l#* } l=${l#* } pgrp=${l%% *}
+    [ "$pgrp" = "$1" ] && [ "$st" != Z ] && return 0
+  done
+  return 1
+}
 stop_tools() {
   if [ -n "$tools" ]; then
-    # The whole process group: build-tools.sh, go build and the compilers.
-    kill -TERM -- "-$tools" 2>/dev/null
+    # The whole process group: build-tools.sh (which then removes its
+    # half-done build), go build and the compilers; what still runs after
+    # 10 s is killed.
+    kill -TERM -- "-$tools" 2>/dev/null && echo "test: stopping the tools build" >&2
+    for _ in {1..100}; do
+      group_alive "$tools" || break
+      sleep 0.1
+    done
+    group_alive "$tools" && kill -KILL -- "-$tools" 2>/dev/null
     wait "$tools" 2>/dev/null
     tools=
   fi
@@ -80,14 +100,20 @@ if ! ./scripts/build-tools.sh --print >/dev/null 2>&1; then
   echo "test: the real components are not built yet: the tools build runs in the background, prefixed [tools]; it is the longest part of a cold run (docs/development.md)"
 fi
 # setsid: a process group of its own, so stop_tools ends it whole. The
-# state file gets its exit status and time once it ends.
+# state file gets its exit status and time once it ends. Its own stderr
+# (bash's "Terminated" when it is stopped) is dropped; make's goes through
+# the prefix.
 export STATE=$state
 setsid bash -c '
+  trap "exit 143" TERM
   set -o pipefail
   SECONDS=0
-  "$@" tools 2>&1 | while IFS= read -r l || [ -n "$l" ]; do printf "[tools] %s\n" "$l"; done
+  "$@" tools 2>&1 | {
+    trap "" TERM # read to the end: a writer stopped by SIGPIPE would not clean up
+    while IFS= read -r l || [ -n "$l" ]; do printf "[tools] %s\n" "$l"; done
+  }
   echo "$? $SECONDS" >"$STATE"
-' tools "${make[@]}" 2>&1 &
+' tools "${make[@]}" 2>/dev/null &
 tools=$!
 SECONDS=0
 
