@@ -84,7 +84,7 @@ func TestHeartbeat(t *testing.T) {
 	}
 	t.Run("beats", func(t *testing.T) {
 		t.Parallel()
-		cmd, mark := heartbeatCommand(t, ".", 1, "sh", "-c", "echo out; echo err >&2; sleep 3.5")
+		cmd, mark := heartbeatCommand(t, ".", 1, "sh", "-c", "echo out; echo err >&2; sleep 4.5")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
