@@ -17,6 +17,11 @@ STATICCHECK := $(GO) tool staticcheck
 # go-nvml's cgo preamble calls NVML functions NVIDIA marked deprecated; the
 # first build would print a wall of those warnings, for that package only.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+# Every step that can take minutes runs under scripts/heartbeat.sh, which
+# prints "<label>: still running (N s)" every 30 s (HEARTBEAT_SECONDS) and,
+# while Go is at work, the packages it compiles or tests: a cold run is
+# never silent. What each step costs cold: docs/development.md.
+HB        := ./scripts/heartbeat.sh
 LVP_ICD    = $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 
@@ -38,10 +43,10 @@ deps-bench:
 	@./scripts/install-deps.sh bench
 
 build:
-	@GO=$(GO) ./scripts/first-build-note.sh "building nodeprep (first build ≈ 3 min: go-nvml and the CDI library compile with cgo)" -trimpath
-	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
-	CGO_ENABLED=1 $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
-	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
+	@GO=$(GO) ./scripts/first-build-note.sh "build: a first build downloads the modules and compiles every package, cgo ones (go-nvml, the CDI library) included: minutes (docs/development.md)" -trimpath
+	CGO_ENABLED=1 $(HB) "build ($(BIN))" $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeprep
+	CGO_ENABLED=1 $(HB) "build ($(PROBE_BIN))" $(GO) build -trimpath -o $(PROBE_BIN) ./cmd/nodeprep-probe
+	CGO_ENABLED=1 $(HB) "build ($(CLUSTER_BIN))" $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(CLUSTER_BIN) ./cmd/nodeprep-cluster
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -57,11 +62,11 @@ install: build
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
-	$(GO) vet ./...
+	$(HB) "vet (go vet)" $(GO) vet ./...
 
 lint: vet
 	@echo "lint: staticcheck (pinned in go.mod; the first run builds it)"
-	$(STATICCHECK) ./...
+	$(HB) "lint (staticcheck)" $(STATICCHECK) ./...
 
 # Real components: Mesa's lavapipe and Mesa EGL stand in for the NVIDIA driver.
 # The tests run with a private TMPDIR and fail when they leave anything in it;
@@ -69,19 +74,21 @@ lint: vet
 # more than go test's default 10 minutes on a loaded machine.
 unit:
 	@echo "unit: go test ./... with lavapipe and Mesa EGL"
-	@GO=$(GO) ./scripts/first-build-note.sh "unit: the first run compiles every package (≈ 3 min)"
+	@GO=$(GO) ./scripts/first-build-note.sh "unit: a first run compiles every package and its tests before they run: minutes (docs/development.md)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
-	  ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 20m ./...
+	  $(HB) "unit (go test)" ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 20m ./...
 
 # The in-container self-test's root file system (Debian packages, no driver).
 rootfs:
 	@echo "rootfs: the in-container self-test's image from Debian packages (.cache/rootfs)"
-	./scripts/make-test-rootfs.sh .cache/rootfs
+	$(HB) rootfs ./scripts/make-test-rootfs.sh .cache/rootfs
 
 # The real upstream components the tests run (NVIDIA container toolkit,
 # containerd, crictl), built from their pinned tools modules under
-# testdata/tools/ into .cache/tools/ (a warm run builds nothing).
+# testdata/tools/ into .cache/tools/ (a warm run builds nothing). The
+# script runs each component's build under heartbeat.sh itself, with the
+# component in the label.
 tools:
 	@./scripts/build-tools.sh >/dev/null
 
@@ -92,10 +99,14 @@ nix-check:
 docs-check:
 	./scripts/docs-check.sh
 
-test: deps build lint rootfs tools unit nix-check docs-check
+# deps, then scripts/test.sh: tools in the background while build, lint and
+# rootfs run, then unit, nix-check and docs-check (why in that order: the
+# script's head).
+test: deps
+	@GO=$(GO) ./scripts/test.sh
 
 demo: deps-demo build
-	./scripts/demo.sh
+	$(HB) demo ./scripts/demo.sh
 
 bench: deps-bench build
 	./scripts/bench.sh

@@ -9,8 +9,16 @@
 # COMPONENT it builds every tools module. --print only prints the
 # directories of the components already built and fails for the others.
 # Concurrent runs (parallel test binaries) wait on one lock per component.
+# The wait on the lock and each build run under scripts/heartbeat.sh, so
+# a build that takes minutes (docs/development.md lists what each costs
+# cold) says every 30 s on stderr that it is still running.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+hb=$repo/scripts/heartbeat.sh
+# A signal ends the script through its EXIT trap, which removes a
+# half-done build.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 tools=$repo/testdata/tools
 cache=${NODEPREP_TOOLS_CACHE:-$repo/.cache/tools}
 print_only=0
@@ -34,17 +42,17 @@ for c in "$@"; do
     if [ $print_only = 1 ]; then echo "build-tools: $c is not built (run scripts/build-tools.sh $c)" >&2; exit 1; fi
     mkdir -p "$cache/$c"
     exec 9>"$cache/$c/.lock"
-    flock 9
+    "$hb" "build-tools ($c): waiting for another build of it" flock 9
     if [ ! -e "$out/.complete" ]; then
       start=$(date +%s)
-      echo "build-tools: building $c (pinned in testdata/tools/$c/go.mod; cold builds take minutes)" >&2
+      echo "build-tools: building $c (pinned in testdata/tools/$c/go.mod; what a cold build costs: docs/development.md)" >&2
       tmp=$(mktemp -d "$cache/$c/.build.XXXXXX")
       trap 'rm -rf "$tmp"' EXIT
       # CGO for the NVIDIA tools (go-nvml dlopens libnvidia-ml); -trimpath
       # keeps the build reproducible across checkouts, so the build cache
       # serves every worktree and CI clone.
       (cd "$mod" && CGO_ENABLED=1 CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}" \
-        go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" tool)
+        "$hb" "build-tools ($c)" go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" tool)
       touch "$tmp/.complete"
       rm -rf "$out"
       mv "$tmp" "$out"

@@ -46,8 +46,10 @@ if ((${#missing[@]})); then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   echo "install-deps: installing ${missing[*]}" >&2
-  $sudo apt-get update -qq
+  # apt is quiet here and may take minutes: heartbeat.sh says it still runs.
+  hb=$(dirname "$0")/heartbeat.sh
+  "$hb" "install-deps (apt-get update)" $sudo apt-get update -qq
   # With recommends, as on the machines this was proven on (nix-bin wants
   # nix-setup-systemd to lay out /nix).
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive "$hb" "install-deps (apt-get install)" $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
