@@ -172,6 +172,15 @@ func Binary(t testing.TB) string {
 func HostFiles(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
+	WriteFiles(t, dir, files, nil)
+	return dir
+}
+
+// WriteFiles writes files (host path → content, mode 0600) and links (host
+// path → target, as given) under dir, a host root, creating their parent
+// directories.
+func WriteFiles(t testing.TB, dir string, files, links map[string]string) {
+	t.Helper()
 	for p, data := range files {
 		full := filepath.Join(dir, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -181,7 +190,15 @@ func HostFiles(t testing.TB, files map[string]string) string {
 			t.Fatal(err)
 		}
 	}
-	return dir
+	for p, target := range links {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, full); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Snapshot records every path under dir, a host root, with its mode and
