@@ -201,6 +201,34 @@ func WriteFiles(t testing.TB, dir string, files, links map[string]string) {
 	}
 }
 
+// KubeletKubeconfig is the kubeconfig k3s writes for its kubelet (k3s
+// pkg/daemons/control/deps KubeConfig): one cluster with the server's URL
+// and its CA, one context, and one user with the client certificate and
+// key, each file by the path given.
+func KubeletKubeconfig(server, ca, cert, key string) string {
+	return fmt.Sprintf(`apiVersion: v1
+clusters:
+- cluster:
+    server: %s
+    certificate-authority: %s
+  name: local
+contexts:
+- context:
+    cluster: local
+    namespace: default
+    user: user
+  name: Default
+current-context: Default
+kind: Config
+preferences: {}
+users:
+- name: user
+  user:
+    client-certificate: %s
+    client-key: %s
+`, server, ca, cert, key)
+}
+
 // Snapshot records every path under dir, a host root, with its mode and
 // bytes (a link's target), keyed by host path ("/" for dir itself), except
 // the host paths under skip. Two snapshots compared with Changes show what
