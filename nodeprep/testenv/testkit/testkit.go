@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -329,6 +330,40 @@ func Mesa(t testing.TB) (icd, egl string) {
 		t.Skip(why)
 	}
 	return icd, egl
+}
+
+// LavapipeHost builds a host tree in root whose "driver" is Mesa's
+// lavapipe, with a generated CDI spec naming one device per UUID of uuids
+// (scripts/make-lavapipe-host.sh; layout holds the script's flags:
+// --buildenv, --companion). A failed build fails the test.
+func LavapipeHost(t testing.TB, root string, uuids []string, layout ...string) {
+	t.Helper()
+	args := slices.Concat(layout, []string{root}, uuids)
+	if out, err := exec.Command(filepath.Join(RepoRoot(t), "scripts", "make-lavapipe-host.sh"), args...).CombinedOutput(); err != nil {
+		t.Fatalf("building the lavapipe host tree: %v\n%s", err, out)
+	}
+}
+
+// UpContainerReport is what the tests of `nodeprep up --container` read of
+// its -o json report, by the report's JSON names: the verdict and, per
+// container, the Vulkan adapters the probe inside found.
+type UpContainerReport struct {
+	Ready     bool `json:"ready"`
+	Container struct {
+		Passed     bool `json:"passed"`
+		Containers []struct {
+			Selftest struct {
+				Vulkan struct {
+					Adapters []struct {
+						Vendor   uint32 `json:"vendor"`
+						Dispatch struct {
+							Verified bool `json:"verified"`
+						} `json:"dispatch"`
+					} `json:"adapters"`
+				} `json:"vulkan"`
+			} `json:"selftest"`
+		} `json:"containers"`
+	} `json:"container"`
 }
 
 // ProcessesWith lists the processes whose environment holds kv
