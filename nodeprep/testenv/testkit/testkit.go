@@ -80,6 +80,29 @@ func HostTree(t testing.TB, scenario string) *hostfs.Root {
 	return root
 }
 
+// HostLayered is HostCopy of base with testdata/hosts/<over> laid over it
+// (cp -a: over's files replace base's), for the trees that hold only one
+// component's files (k3s-containerd-*, nvruntime-*).
+func HostLayered(t testing.TB, base, over string) string {
+	t.Helper()
+	root := HostCopy(t, base)
+	src := Testdata(t, "hosts", over)
+	if out, err := exec.Command("cp", "-a", src+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s: %v: %s", src, err, out)
+	}
+	return root
+}
+
+// LayeredTree is HostLayered as a hostfs.Root.
+func LayeredTree(t testing.TB, base, over string) *hostfs.Root {
+	t.Helper()
+	root, err := hostfs.New(HostLayered(t, base, over))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // Golden compares got with testdata/<rel> and, with -update, rewrites the
 // file instead (creating its directory).
 func Golden(t testing.TB, rel string, got []byte) {
