@@ -421,16 +421,24 @@ func ApplyPatch(host *hostfs.Root, p *PatchPlan) error {
 // result the CDI library refuses → fault.ErrMalformed (nothing written);
 // a failed write → fault.ErrCantWrite (the old file intact).
 func PatchFile(host *hostfs.Root, opts FileOptions, dryRun bool) (*PatchResult, error) {
-	p, err := PlanPatch(host, opts)
+	p, err := PlanThenApply(host, opts, dryRun, PlanPatch, ApplyPatch)
 	if err != nil {
 		return nil, err
 	}
-	if !dryRun {
-		if err := ApplyPatch(host, p); err != nil {
-			return nil, err
-		}
-	}
 	return p.Result, nil
+}
+
+// PlanThenApply is the order of every patch command: plan the patch with
+// plan (which writes nothing), then, unless dryRun, write the plan with
+// apply. PatchFile runs it over one spec file and specset.Patch over the
+// runtime's whole view. It returns the plan, written unless dryRun.
+// Errors: plan's, then apply's.
+func PlanThenApply[P any](host *hostfs.Root, opts FileOptions, dryRun bool, plan func(*hostfs.Root, FileOptions) (P, error), apply func(*hostfs.Root, P) error) (P, error) {
+	p, err := plan(host, opts)
+	if err == nil && !dryRun {
+		err = apply(host, p)
+	}
+	return p, err
 }
 
 // explained reports whether findings already name what the CDI library

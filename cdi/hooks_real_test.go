@@ -2,7 +2,6 @@ package cdi_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,12 +25,7 @@ import (
 // busy"); with the patch as it is now it succeeds, and the link leads to
 // the library the spec mounts.
 func TestRealCreateSymlinksHook(t *testing.T) {
-	if os.Geteuid() != 0 {
-		upstream.Unavailable(t, errors.New("bind mounts in a private mount namespace need root"))
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		upstream.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
-	}
+	upstream.NeedPrivateMounts(t, "binding mounts")
 	root := hostTree(t, "nixos-h200-hooks")
 	_, spec := loadSpec(t, root)
 	g, err := cdi.Discover(root, cdi.DiscoverOptions{DriverRoot: "/run/opengl-driver", Arch: "amd64"})

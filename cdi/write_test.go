@@ -15,6 +15,15 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
+// onlyFileInDir fails the test when the directory of p, a spec file,
+// holds anything else: a write left a temporary file behind.
+func onlyFileInDir(t *testing.T, p string) {
+	t.Helper()
+	if entries, _ := os.ReadDir(filepath.Dir(p)); len(entries) != 1 {
+		t.Errorf("files left beside %s: %v", filepath.Base(p), entries)
+	}
+}
+
 func TestPatchFileErrors(t *testing.T) {
 	t.Parallel()
 	t.Run("missing-spec", func(t *testing.T) {
@@ -95,10 +104,7 @@ func TestPatchFileErrors(t *testing.T) {
 		if st.Mode().Perm() != 0o640 {
 			t.Errorf("mode = %v, want 0640", st.Mode().Perm())
 		}
-		entries, _ := os.ReadDir(filepath.Dir(p))
-		if len(entries) != 1 {
-			t.Errorf("left files behind in the spec directory: %v", entries)
-		}
+		onlyFileInDir(t, p)
 	})
 	// A failure after the temporary file was fully written (validation)
 	// leaves the old file and no temporary behind.
@@ -115,10 +121,7 @@ func TestPatchFileErrors(t *testing.T) {
 		if !bytes.Equal(before, readFile(t, root, specPath)) {
 			t.Errorf("old file changed")
 		}
-		entries, _ := os.ReadDir(filepath.Dir(p))
-		if len(entries) != 1 {
-			t.Errorf("temporary file left: %v", entries)
-		}
+		onlyFileInDir(t, p)
 	})
 	// A mount nodeprep does not own at one of its container paths is kept
 	// and reported; one it owns is replaced.

@@ -38,6 +38,9 @@ let
     "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
   ];
 
+  # health gets up's arguments for the same node, after its own name.
+  healthBaseArgs = [ "health" ] ++ builtins.tail baseArgs;
+
   yamlCases = [
     {
       name = "toYAML: scalars are JSON-quoted, keys sorted, nesting indented";
@@ -566,14 +569,7 @@ let
           k3sExtraFlags = [ "--node-label=site=lab" ];
         }
       );
-      want = [
-        "health"
-        "--config=/etc/nodeprep/config.yaml"
-        "--vulkan-loader=${vulkanLoader}"
-        "--egl-lib=${eglLib}"
-        "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
-        "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
-      ];
+      want = healthBaseArgs ++ [ "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom" ];
     }
     {
       name = "healthExecArgs: the kubelet's kubeconfig for the Node report, or no report";
@@ -582,22 +578,8 @@ let
         (lib.healthExecArgs (base // { nodeReport = false; nodeKubeconfig = "/x"; }))
       ];
       want = [
-        [
-          "health"
-          "--config=/etc/nodeprep/config.yaml"
-          "--vulkan-loader=${vulkanLoader}"
-          "--egl-lib=${eglLib}"
-          "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
-          "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig"
-        ]
-        [
-          "health"
-          "--config=/etc/nodeprep/config.yaml"
-          "--vulkan-loader=${vulkanLoader}"
-          "--egl-lib=${eglLib}"
-          "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
-          "--no-node-report"
-        ]
+        (healthBaseArgs ++ [ "--kubeconfig=/var/lib/rancher/k3s/agent/kubelet.kubeconfig" ])
+        (healthBaseArgs ++ [ "--no-node-report" ])
       ];
     }
     {

@@ -2,8 +2,6 @@ package ctrfs_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -11,30 +9,14 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi/ctrfs"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // tree makes a host root with files ("" content) and links (target).
 func tree(t *testing.T, files map[string]string, links map[string]string) *hostfs.Root {
 	t.Helper()
 	dir := t.TempDir()
-	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, target := range links {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, full); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testkit.WriteFiles(t, dir, files, links)
 	root, err := hostfs.New(dir)
 	if err != nil {
 		t.Fatal(err)

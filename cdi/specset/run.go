@@ -368,14 +368,9 @@ func (v *View) checkNamed(host *hostfs.Root, opts cdi.FileOptions) (*cdi.CheckRe
 // the others in Related and every finding merged: PlanPatch, then, unless
 // dryRun, ApplyPatch. Errors: those of PlanPatch and ApplyPatch.
 func Patch(host *hostfs.Root, opts cdi.FileOptions, dryRun bool) (*cdi.PatchResult, error) {
-	p, err := PlanPatch(host, opts)
+	p, err := cdi.PlanThenApply(host, opts, dryRun, PlanPatch, ApplyPatch)
 	if err != nil {
 		return nil, err
-	}
-	if !dryRun {
-		if err := ApplyPatch(host, p); err != nil {
-			return nil, err
-		}
 	}
 	return p.Result, nil
 }

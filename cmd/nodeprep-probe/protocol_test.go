@@ -279,32 +279,14 @@ func TestContainerThroughLeanChild(t *testing.T) {
 				t.Fatalf("inspect: %v\n%s", err, inv.stderr)
 			}
 			root := filepath.Join(t.TempDir(), "root")
-			args := []string{root}
+			var uuids []string
 			for _, g := range gpus.GPUs {
-				args = append(args, g.UUID)
+				uuids = append(uuids, g.UUID)
 			}
-			if out, err := exec.Command("../../scripts/make-lavapipe-host.sh", args...).CombinedOutput(); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			testkit.LavapipeHost(t, root, uuids)
 			r := runBin(t, env, nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter",
 				"--container", "--rootfs", rootfs, "--require-egl=false", "-v", "-o", "json")
-			var rep struct {
-				Ready     bool `json:"ready"`
-				Container struct {
-					Passed     bool `json:"passed"`
-					Containers []struct {
-						Selftest struct {
-							Vulkan struct {
-								Adapters []struct {
-									Dispatch struct {
-										Verified bool `json:"verified"`
-									} `json:"dispatch"`
-								} `json:"adapters"`
-							} `json:"vulkan"`
-						} `json:"selftest"`
-					} `json:"containers"`
-				} `json:"container"`
-			}
+			var rep testkit.UpContainerReport
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 				t.Fatalf("exit %d: %v\n%s", r.code, err, r.stderr)
 			}

@@ -269,34 +269,14 @@ func TestUpContainer(t *testing.T) {
 	rootfs := testkit.ContainerRootfs(t)
 	icd, egl := lavapipe(t)
 	root := filepath.Join(t.TempDir(), "root")
-	args := append([]string{root}, simulatedUUIDs(t)...)
-	if out, err := exec.Command("../../scripts/make-lavapipe-host.sh", args...).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testkit.LavapipeHost(t, root, simulatedUUIDs(t))
 	r := run(t, []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl},
 		"up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--container", "--rootfs", rootfs,
 		"--require-egl=false", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	var rep struct {
-		Ready     bool `json:"ready"`
-		Container struct {
-			Passed     bool `json:"passed"`
-			Containers []struct {
-				Selftest struct {
-					Vulkan struct {
-						Adapters []struct {
-							Vendor   uint32 `json:"vendor"`
-							Dispatch struct {
-								Verified bool `json:"verified"`
-							} `json:"dispatch"`
-						} `json:"adapters"`
-					} `json:"vulkan"`
-				} `json:"selftest"`
-			} `json:"containers"`
-		} `json:"container"`
-	}
+	var rep testkit.UpContainerReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,9 +21,7 @@ func TestSelftestContainerOneVoice(t *testing.T) {
 	icd, egl := lavapipe(t)
 	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
 	lvp := filepath.Join(t.TempDir(), "lavapipe")
-	if out, err := exec.Command("../../scripts/make-lavapipe-host.sh", append([]string{lvp}, simulatedUUIDs(t)...)...).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	testkit.LavapipeHost(t, lvp, simulatedUUIDs(t))
 	for _, tc := range []struct {
 		name, root string
 		code       int

@@ -3,7 +3,6 @@ package containerd
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,29 +10,8 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
-
-// layered copies testdata/hosts/fhs-ubuntu (a host with a good spec in
-// /var/run/cdi) and lays testdata/hosts/<scenario> over it.
-func layered(t *testing.T, scenario string) *hostfs.Root {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	hosts := filepath.Join("..", "..", "testdata", "hosts")
-	for _, cmd := range [][]string{
-		{"cp", "-a", filepath.Join(hosts, "fhs-ubuntu"), dst},
-		{"cp", "-a", filepath.Join(hosts, scenario) + "/.", dst},
-	} {
-		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
-	root, err := hostfs.New(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 const spec = "/var/run/cdi/nvidia-container-toolkit.json"
 
@@ -58,7 +36,7 @@ func TestCheckHostTrees(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.scenario+tt.opts.Endpoint, func(t *testing.T) {
 			t.Parallel()
-			root := layered(t, tt.scenario)
+			root := testkit.LayeredTree(t, "fhs-ubuntu", tt.scenario)
 			opts := tt.opts
 			if opts.DataDir == "" {
 				opts.DataDir = "/var/lib/rancher/k3s"
@@ -146,7 +124,7 @@ func FuzzParse(f *testing.F) {
 
 func TestTemplateOnly(t *testing.T) {
 	t.Parallel()
-	root := layered(t, "k3s-containerd-ok")
+	root := testkit.LayeredTree(t, "fhs-ubuntu", "k3s-containerd-ok")
 	dir := filepath.Join(root.Dir(), "var/lib/rancher/k3s/agent/etc/containerd")
 	if err := os.Remove(filepath.Join(dir, "config.toml")); err != nil {
 		t.Fatal(err)
@@ -168,7 +146,7 @@ func TestTemplateOnly(t *testing.T) {
 // the newest it knows, and said so.
 func TestNewerVersion(t *testing.T) {
 	t.Parallel()
-	root := layered(t, "k3s-containerd-ok")
+	root := testkit.LayeredTree(t, "fhs-ubuntu", "k3s-containerd-ok")
 	conf := filepath.Join(root.Dir(), "var/lib/rancher/k3s/agent/etc/containerd/config.toml")
 	if err := os.WriteFile(conf, []byte("version = 4\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = true\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -186,20 +164,7 @@ func TestNewerVersion(t *testing.T) {
 // parse, spec directories resolved, the runtime binary stat'ed): the cost
 // `join`, `up` and `cdi check` add.
 func BenchmarkCheck(b *testing.B) {
-	dst := filepath.Join(b.TempDir(), "root")
-	hosts := filepath.Join("..", "..", "testdata", "hosts")
-	for _, cmd := range [][]string{
-		{"cp", "-a", filepath.Join(hosts, "fhs-ubuntu"), dst},
-		{"cp", "-a", filepath.Join(hosts, "k3s-containerd-ok") + "/.", dst},
-	} {
-		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			b.Fatalf("%v: %s", err, out)
-		}
-	}
-	root, err := hostfs.New(dst)
-	if err != nil {
-		b.Fatal(err)
-	}
+	root := testkit.LayeredTree(b, "fhs-ubuntu", "k3s-containerd-ok")
 	opts := Options{DataDir: "/var/lib/rancher/k3s", SpecPaths: []string{spec}, DriverRoot: "/usr"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -227,7 +192,7 @@ func TestSpecDirs(t *testing.T) {
 		if opts.DataDir == "" {
 			opts.DataDir = "/var/lib/rancher/k3s"
 		}
-		dirs, known, err := SpecDirs(layered(t, tt.scenario), opts)
+		dirs, known, err := SpecDirs(testkit.LayeredTree(t, "fhs-ubuntu", tt.scenario), opts)
 		if err != nil || known != tt.known || !slices.Equal(dirs, tt.want) {
 			t.Errorf("%s: SpecDirs = %v, %v, %v; want %v, %v", tt.scenario, dirs, known, err, tt.want, tt.known)
 		}

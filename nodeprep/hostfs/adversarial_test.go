@@ -84,13 +84,11 @@ func TestLockRefusesNonRegular(t *testing.T) {
 func TestLockWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	root, _ := tree(t)
-	unlock, err := root.Lock(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unlock := mustLock(t, root)
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
+	var err error
 	testkit.Within(t, 2*time.Second, func() { _, err = root.Lock(ctx, time.Hour) })
 	if !errors.Is(err, fault.ErrLocked) || !strings.Contains(err.Error(), "stopped while waiting") {
 		t.Errorf("Lock = %v", err)

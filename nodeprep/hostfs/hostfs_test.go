@@ -127,13 +127,20 @@ func TestWriteFile(t *testing.T) {
 	}
 }
 
-func TestLock(t *testing.T) {
-	t.Parallel()
-	root, _ := tree(t)
+// mustLock takes root's lock without waiting and returns its unlock.
+func mustLock(t *testing.T, root *hostfs.Root) func() error {
+	t.Helper()
 	unlock, err := root.Lock(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return unlock
+}
+
+func TestLock(t *testing.T) {
+	t.Parallel()
+	root, _ := tree(t)
+	unlock := mustLock(t, root)
 	start := time.Now()
 	if _, err := root.Lock(context.Background(), 150*time.Millisecond); !errors.Is(err, fault.ErrLocked) {
 		t.Fatalf("second lock: %v", err)
@@ -228,10 +235,7 @@ func TestDirModeUnderUmask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := root.Lock(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unlock := mustLock(t, root)
 	unlock()
 	if err := root.WriteFile("/etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml", []byte("x"), hostfs.WriteOptions{MkdirAll: true}); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,11 @@ package k3s
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 func TestLocate(t *testing.T) {
@@ -163,20 +162,10 @@ func TestKubeletArgConflicts(t *testing.T) {
 // BenchmarkRead measures locating and merging k3s's configuration (a
 // config.yaml with kubelet-args and data-dir, plus a drop-in).
 func BenchmarkRead(b *testing.B) {
-	dir := b.TempDir()
-	for p, data := range map[string]string{
+	root, err := hostfs.New(testkit.HostFiles(b, map[string]string{
 		"srv/k3s.yaml":                 "server: https://x:6443\ndata-dir: /data/k3s\nkubelet-arg: [max-pods=250, v=2]\nnode-label: [site=lab]\n",
 		"srv/k3s.yaml.d/50-other.yaml": "node-taint+: [a=b:NoSchedule]\n",
-	} {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
-	root, err := hostfs.New(dir)
+	}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -72,30 +72,51 @@ type Client struct {
 // does not parse, and a certificate that is not a kubelet's (see
 // NodeName).
 func Load(root *hostfs.Root, file string) (*Client, error) {
-	data, err := root.ReadFile(file, bounded.MaxKubeconfig)
+	return load(file, root.ReadFile, ParseKubeconfig, New)
+}
+
+// LoadAPI is Load for a kubeconfig of any user (ParseAnyKubeconfig) and
+// returns an API client with its credential (NewAPI). read reads the
+// kubeconfig and the files it names: bounded.ReadFile for paths on this
+// machine (a cluster's kubeconfig names the cluster, not a node's host
+// tree), a hostfs.Root's ReadFile for host paths. Errors as Load's.
+func LoadAPI(read ReadFunc, file string) (*API, error) {
+	return load(file, read, ParseAnyKubeconfig, NewAPI)
+}
+
+// ReadFunc reads the regular file at path, of at most limit bytes
+// (bounded.ReadFile, hostfs.Root.ReadFile).
+type ReadFunc func(path string, limit int64) ([]byte, error)
+
+// load reads the kubeconfig at file and the files it names with read,
+// selects its context with parse and makes a client of its credential
+// with connect.
+func load[C any](file string, read ReadFunc, parse func([]byte) (*Selection, error), connect func(Credential) (C, error)) (C, error) {
+	var none C
+	data, err := read(file, bounded.MaxKubeconfig)
 	if err != nil {
-		return nil, readError(fmt.Errorf("reading kubeconfig %s: %w", file, err))
+		return none, readError(fmt.Errorf("reading kubeconfig %s: %w", file, err))
 	}
-	sel, err := ParseKubeconfig(data)
+	sel, err := parse(data)
 	if err != nil {
-		return nil, fault.Malformed(fmt.Errorf("%s: %w", file, err))
+		return none, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
 	}
 	cred, err := sel.Credential(func(what, ref string) ([]byte, error) {
 		if !path.IsAbs(ref) {
 			ref = path.Join(path.Dir(file), ref)
 		}
-		b, err := root.ReadFile(ref, bounded.MaxKubeconfig)
+		b, err := read(ref, bounded.MaxKubeconfig)
 		if err != nil {
 			return nil, readError(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
 		}
 		return b, nil
 	})
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	c, err := New(cred)
+	c, err := connect(cred)
 	if err != nil {
-		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+		return none, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
 	}
 	return c, nil
 }

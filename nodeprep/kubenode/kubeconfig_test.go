@@ -4,32 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
-// k3sKubelet is the shape of the kubeconfig k3s writes for its kubelet
-// (k3s pkg/daemons/control/deps KubeConfig): one cluster, one context, one
-// user, files by absolute path.
-const k3sKubelet = `apiVersion: v1
-clusters:
-- cluster:
-    server: https://127.0.0.1:6444
-    certificate-authority: /var/lib/rancher/k3s/agent/server-ca.crt
-  name: local
-contexts:
-- context:
-    cluster: local
-    namespace: default
-    user: user
-  name: Default
-current-context: Default
-kind: Config
-preferences: {}
-users:
-- name: user
-  user:
-    client-certificate: /var/lib/rancher/k3s/agent/client-kubelet.crt
-    client-key: /var/lib/rancher/k3s/agent/client-kubelet.key
-`
+// k3sKubelet is the kubeconfig k3s writes for its kubelet, its files by
+// absolute path under the default data-dir.
+var k3sKubelet = testkit.KubeletKubeconfig("https://127.0.0.1:6444", "/var/lib/rancher/k3s/agent/server-ca.crt",
+	"/var/lib/rancher/k3s/agent/client-kubelet.crt", "/var/lib/rancher/k3s/agent/client-kubelet.key")
 
 func TestParseKubeconfig(t *testing.T) {
 	t.Parallel()

@@ -1,7 +1,6 @@
 package nvruntime_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,12 +22,7 @@ import (
 // CDI directory must be what Decide predicts: the product's verdict about
 // which handler serves the patched spec is the runtime's own behaviour.
 func TestRealRuntimeReadsSpec(t *testing.T) {
-	if os.Geteuid() != 0 {
-		upstream.Unavailable(t, errors.New("the runtime in a private mount namespace needs root"))
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		upstream.Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
-	}
+	upstream.NeedPrivateMounts(t, "the runtime")
 	versions := map[string]nvruntime.Version{upstream.Toolkit117: {Major: 1, Minor: 17, Patch: 8}, upstream.Toolkit120: {Major: 1, Minor: 20, Patch: 2}}
 	configs := []struct {
 		name, toml string

@@ -1,38 +1,15 @@
 package podpath_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/podpath"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
-
-// overFHS copies testdata/hosts/fhs-ubuntu (a good spec in /var/run/cdi)
-// and lays testdata/hosts/<scenario> over it.
-func overFHS(t *testing.T, scenario string) *hostfs.Root {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "root")
-	for _, cmd := range [][]string{
-		{"cp", "-a", testkit.Testdata(t, "hosts", "fhs-ubuntu"), dst},
-		{"cp", "-a", testkit.Testdata(t, "hosts", scenario) + "/.", dst},
-	} {
-		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
-	root, err := hostfs.New(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
 
 // TestPodPaths judges each host tree's runtime handlers the way the NVIDIA
 // runtime treats a pod of the device plugin's envvar strategy
@@ -83,7 +60,7 @@ func TestPodPaths(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
 			t.Parallel()
-			root := overFHS(t, tt.scenario)
+			root := testkit.LayeredTree(t, "fhs-ubuntu", tt.scenario)
 			c, _, err := containerd.Load(root, containerd.Options{DataDir: "/var/lib/rancher/k3s"})
 			if err != nil || c == nil {
 				t.Fatalf("containerd.Load = %v, %v", c, err)
@@ -115,7 +92,7 @@ func TestPodPaths(t *testing.T) {
 // external runtime) nothing is judged.
 func TestPodPathsNoConfig(t *testing.T) {
 	t.Parallel()
-	if rep := podpath.Judge(overFHS(t, "nvruntime-auto-only"), nil, "", "/var/run/cdi/x.json"); len(rep.Findings) > 0 || len(rep.Paths) > 0 {
+	if rep := podpath.Judge(testkit.LayeredTree(t, "fhs-ubuntu", "nvruntime-auto-only"), nil, "", "/var/run/cdi/x.json"); len(rep.Findings) > 0 || len(rep.Paths) > 0 {
 		t.Errorf("Judge(nil config) = %+v", rep)
 	}
 }

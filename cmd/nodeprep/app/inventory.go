@@ -82,22 +82,8 @@ func (f *inventoryFlags) inventory(g *globals, fs *pflag.FlagSet) (*gpu.Inventor
 
 // newInventoryCommand is the hidden NVML child: `nodeprep __inventory
 // --report-pipe REQUEST` reads the inventory in this process and reports
-// it on the report pipe (serve.Serve, which nodeprep-probe serves
-// too). Like __probe, it skips the global setup.
+// it on the report pipe (newChildCommand).
 func newInventoryCommand(g *globals) *cobra.Command {
-	var onPipe bool
-	cmd := &cobra.Command{
-		Use:    serve.Inventory + " REQUEST",
-		Short:  "Read the GPU inventory from NVML (internal: the NVML child process)",
-		Hidden: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			g.started = true
-			return nil
-		},
-		RunE: func(_ *cobra.Command, args []string) error {
-			return serve.Serve(serve.Args{Command: serve.Inventory, ReportPipe: onPipe, Requests: args}, g.streams.Out)
-		},
-	}
-	cmd.Flags().BoolVar(&onPipe, serve.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child")
-	return cmd
+	return newChildCommand(g, serve.Inventory, "REQUEST", "Read the GPU inventory from NVML (internal: the NVML child process)",
+		"report on the private pipe (fd 3) of nodeprep/child")
 }

@@ -9,14 +9,22 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 )
 
+// configFile writes content as a nodeprep config file in a temporary
+// directory and returns its path, for --config.
+func configFile(t *testing.T, content string) string {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // TestInventoryLibraryFromConfig checks that nvml.library in the config file
 // names the library and --nvml-lib overrides it.
 func TestInventoryLibraryFromConfig(t *testing.T) {
 	t.Parallel()
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("nvml:\n  library: /from-config/libnvidia-ml.so.1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFile(t, "nvml:\n  library: /from-config/libnvidia-ml.so.1\n")
 	tests := []struct {
 		name      string
 		args      []string
@@ -47,10 +55,7 @@ func TestInventoryTimeoutFromConfig(t *testing.T) {
 	}
 	t.Setenv("FAKE_FAULT", "hang")
 	t.Setenv("FAKE_NVML_AT", "init")
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfg, []byte("nvml:\n  timeout: 300ms\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFile(t, "nvml:\n  timeout: 300ms\n")
 	tests := []struct {
 		name string
 		args []string

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // k3sTree is a host tree for join: files, symlinks, directories, the k3s
@@ -49,24 +50,7 @@ func (tr k3sTree) build(t testing.TB) string {
 		}
 		files[corpusEnvFile] = sb.String()
 	}
-	for p, data := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, target := range tr.Links {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, full); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testkit.WriteFiles(t, root, files, tr.Links)
 	return root
 }
 

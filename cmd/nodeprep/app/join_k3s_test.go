@@ -2,10 +2,11 @@ package app
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // TestJoinEffectiveK3s runs join over the host trees where k3s reads its
@@ -91,17 +92,6 @@ func TestJoinConfigFlagEffective(t *testing.T) {
 	}
 }
 
-// hostLayered copies testdata/hosts/<base> and lays testdata/hosts/<over>
-// over it (the k3s-containerd-* trees hold only k3s's files).
-func hostLayered(t *testing.T, base, over string) string {
-	t.Helper()
-	root := hostCopy(t, base)
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "..", "..", "testdata", "hosts", over)+"/.", root).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	return root
-}
-
 // TestContainerdChecks: `cdi check` fails when k3s's containerd would not
 // hand pods the patched spec; `join` reports the same as warnings.
 func TestContainerdChecks(t *testing.T) {
@@ -130,7 +120,7 @@ func TestContainerdChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.over+"/"+tt.args[0], func(t *testing.T) {
 			t.Parallel()
-			root := hostLayered(t, "fhs-ubuntu", tt.over)
+			root := testkit.HostLayered(t, "fhs-ubuntu", tt.over)
 			out, errOut, code := runCLI(t, append([]string{"--root", root}, tt.args...)...)
 			if code != tt.want {
 				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.want, out, errOut)
@@ -173,7 +163,7 @@ func TestJoinMIGStrategy(t *testing.T) {
 // lists is seen: the later directory shadows it, as in containerd.
 func TestSpecDirsFromContainerd(t *testing.T) {
 	t.Parallel()
-	root := hostLayered(t, "fhs-ubuntu", "k3s-containerd-spec-dir")
+	root := testkit.HostLayered(t, "fhs-ubuntu", "k3s-containerd-spec-dir")
 	out, _, code := runCLI(t, "--root", root, "cdi", "check")
 	if code != ExitCheckFailed || strings.Count(out, "containerd-spec-dir") != 1 || strings.Contains(out, "spec-not-read") {
 		t.Errorf("exit %d, want 1 with one containerd-spec-dir finding and no spec-not-read:\n%s", code, out)

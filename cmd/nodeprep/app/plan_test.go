@@ -86,11 +86,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 			root := hostCopy(t, "nixos-h200")
 			args := []string{"--root", root}
 			if tt.config != "" {
-				cfg := filepath.Join(t.TempDir(), "config.yaml")
-				if err := os.WriteFile(cfg, []byte(tt.config), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				args = append(args, "--config", cfg)
+				args = append(args, "--config", configFile(t, tt.config))
 			}
 			before := testkit.Snapshot(t, root)
 			_, stderr, code := runCLI(t, append(args, tt.args...)...)

@@ -286,25 +286,33 @@ func (e *selftestWriter) printf(format string, args ...any) {
 
 // newProbeCommand is the hidden child of the self-test: `nodeprep __probe
 // REQUEST` runs one probe (REQUEST is a selftest.ProbeRequest as JSON) and
-// prints its report as one line of JSON (serve.Serve, which
-// nodeprep-probe serves too). It skips the global setup (config file,
+// prints its report as one line of JSON (newChildCommand).
+func newProbeCommand(g *globals) *cobra.Command {
+	return newChildCommand(g, serve.Probe, "REQUEST...", "Run one adapter probe (internal: the self-test's child process)",
+		"report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
+}
+
+// newChildCommand is a hidden child command, `nodeprep NAME OPERANDS`
+// (serve.Inventory, serve.Probe): it serves its requests with serve.Serve,
+// which nodeprep-probe serves too, on the report pipe with --report-pipe
+// (pipeUsage is that flag's help). It skips the global setup (config file,
 // host root): the child needs neither, and a config problem must not look
 // like a driver problem.
-func newProbeCommand(g *globals) *cobra.Command {
+func newChildCommand(g *globals, name, operands, short, pipeUsage string) *cobra.Command {
 	var onPipe bool
 	cmd := &cobra.Command{
-		Use:    serve.Probe + " REQUEST...",
-		Short:  "Run one adapter probe (internal: the self-test's child process)",
+		Use:    name + " " + operands,
+		Short:  short,
 		Hidden: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			g.started = true
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			return serve.Serve(serve.Args{Command: serve.Probe, ReportPipe: onPipe, Requests: args}, g.streams.Out)
+			return serve.Serve(serve.Args{Command: name, ReportPipe: onPipe, Requests: args}, g.streams.Out)
 		},
 	}
-	cmd.Flags().BoolVar(&onPipe, serve.ReportPipeFlag, false, "report on the private pipe (fd 3) of nodeprep/child, with the crash report installed")
+	cmd.Flags().BoolVar(&onPipe, serve.ReportPipeFlag, false, pipeUsage)
 	return cmd
 }
 

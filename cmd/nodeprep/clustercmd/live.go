@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +26,10 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 	if err != nil {
 		return err
 	}
-	api, err := loadAPI(o.kubeconfig)
+	// A path on this machine, not under --root: the kubeconfig names the
+	// cluster, not the node. A FIFO, a device (/dev/zero) or a file over
+	// the limit is refused without blocking, as malformed input (exit 65).
+	api, err := kubenode.LoadAPI(bounded.ReadFile, o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -53,49 +55,4 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 		return app.Silent(fault.CheckFailed(errors.New("cluster check: the cluster does not match the nodes' contract")))
 	}
 	return nil
-}
-
-// loadAPI reads a kubeconfig (a path on this machine, not under --root:
-// it names the cluster, not the node) and the files it names, relative
-// ones from its directory, each a regular file of at most
-// bounded.MaxKubeconfig bytes: a FIFO, a device (/dev/zero) or a larger
-// file is malformed input (exit 65), refused without blocking and before
-// it is read; a file that cannot be read is unavailable (exit 69).
-func loadAPI(file string) (*kubenode.API, error) {
-	data, err := bounded.ReadFile(file, bounded.MaxKubeconfig)
-	if err != nil {
-		return nil, kubeconfigReadError(fmt.Errorf("reading kubeconfig: %w", err))
-	}
-	sel, err := kubenode.ParseAnyKubeconfig(data)
-	if err != nil {
-		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
-	}
-	cred, err := sel.Credential(func(what, ref string) ([]byte, error) {
-		if !filepath.IsAbs(ref) {
-			ref = filepath.Join(filepath.Dir(file), ref)
-		}
-		b, err := bounded.ReadFile(ref, bounded.MaxKubeconfig)
-		if err != nil {
-			return nil, kubeconfigReadError(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
-		}
-		return b, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	api, err := kubenode.NewAPI(cred)
-	if err != nil {
-		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
-	}
-	return api, nil
-}
-
-// kubeconfigReadError marks an error of reading a kubeconfig or a file it
-// names: what is not a regular file or is too large is malformed input,
-// anything else unavailable.
-func kubeconfigReadError(err error) error {
-	if errors.Is(err, bounded.ErrNotRegular) || errors.Is(err, bounded.ErrTooLarge) {
-		return fault.Malformed(err)
-	}
-	return fault.Unavailable(err)
 }

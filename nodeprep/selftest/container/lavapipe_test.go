@@ -19,6 +19,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // The lavapipe host tree is generated at test time (it must hold the real
@@ -45,13 +46,11 @@ const lvpStore = "/nix/store/0lvp1mesa2lavapipe3stand4in5nvidia6-mesa-lvp"
 func lavapipeHost(t *testing.T, inv *gpu.Inventory, layout ...string) *hostfs.Root {
 	t.Helper()
 	root := t.TempDir()
-	args := append(append([]string{filepath.Join("..", "..", "..", "scripts", "make-lavapipe-host.sh")}, layout...), root)
+	var uuids []string
 	for _, g := range inv.GPUs {
-		args = append(args, g.UUID)
+		uuids = append(uuids, g.UUID)
 	}
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("building the lavapipe host tree: %v\n%s", err, out)
-	}
+	testkit.LavapipeHost(t, root, uuids, layout...)
 	host, err := hostfs.New(root)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,29 @@ func HostCopy(t testing.TB, scenario string) string {
 func HostTree(t testing.TB, scenario string) *hostfs.Root {
 	t.Helper()
 	root, err := hostfs.New(HostCopy(t, scenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// HostLayered is HostCopy of base with testdata/hosts/<over> laid over it
+// (cp -a: over's files replace base's), for the trees that hold only one
+// component's files (k3s-containerd-*, nvruntime-*).
+func HostLayered(t testing.TB, base, over string) string {
+	t.Helper()
+	root := HostCopy(t, base)
+	src := Testdata(t, "hosts", over)
+	if out, err := exec.Command("cp", "-a", src+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copying %s: %v: %s", src, err, out)
+	}
+	return root
+}
+
+// LayeredTree is HostLayered as a hostfs.Root.
+func LayeredTree(t testing.TB, base, over string) *hostfs.Root {
+	t.Helper()
+	root, err := hostfs.New(HostLayered(t, base, over))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +196,15 @@ func Binary(t testing.TB) string {
 func HostFiles(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
+	WriteFiles(t, dir, files, nil)
+	return dir
+}
+
+// WriteFiles writes files (host path → content, mode 0600) and links (host
+// path → target, as given) under dir, a host root, creating their parent
+// directories.
+func WriteFiles(t testing.TB, dir string, files, links map[string]string) {
+	t.Helper()
 	for p, data := range files {
 		full := filepath.Join(dir, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
@@ -181,7 +214,43 @@ func HostFiles(t testing.TB, files map[string]string) string {
 			t.Fatal(err)
 		}
 	}
-	return dir
+	for p, target := range links {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, full); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// KubeletKubeconfig is the kubeconfig k3s writes for its kubelet (k3s
+// pkg/daemons/control/deps KubeConfig): one cluster with the server's URL
+// and its CA, one context, and one user with the client certificate and
+// key, each file by the path given.
+func KubeletKubeconfig(server, ca, cert, key string) string {
+	return fmt.Sprintf(`apiVersion: v1
+clusters:
+- cluster:
+    server: %s
+    certificate-authority: %s
+  name: local
+contexts:
+- context:
+    cluster: local
+    namespace: default
+    user: user
+  name: Default
+current-context: Default
+kind: Config
+preferences: {}
+users:
+- name: user
+  user:
+    client-certificate: %s
+    client-key: %s
+`, server, ca, cert, key)
 }
 
 // Snapshot records every path under dir, a host root, with its mode and
@@ -284,6 +353,40 @@ func Mesa(t testing.TB) (icd, egl string) {
 		t.Skip(why)
 	}
 	return icd, egl
+}
+
+// LavapipeHost builds a host tree in root whose "driver" is Mesa's
+// lavapipe, with a generated CDI spec naming one device per UUID of uuids
+// (scripts/make-lavapipe-host.sh; layout holds the script's flags:
+// --buildenv, --companion). A failed build fails the test.
+func LavapipeHost(t testing.TB, root string, uuids []string, layout ...string) {
+	t.Helper()
+	args := slices.Concat(layout, []string{root}, uuids)
+	if out, err := exec.Command(filepath.Join(RepoRoot(t), "scripts", "make-lavapipe-host.sh"), args...).CombinedOutput(); err != nil {
+		t.Fatalf("building the lavapipe host tree: %v\n%s", err, out)
+	}
+}
+
+// UpContainerReport is what the tests of `nodeprep up --container` read of
+// its -o json report, by the report's JSON names: the verdict and, per
+// container, the Vulkan adapters the probe inside found.
+type UpContainerReport struct {
+	Ready     bool `json:"ready"`
+	Container struct {
+		Passed     bool `json:"passed"`
+		Containers []struct {
+			Selftest struct {
+				Vulkan struct {
+					Adapters []struct {
+						Vendor   uint32 `json:"vendor"`
+						Dispatch struct {
+							Verified bool `json:"verified"`
+						} `json:"dispatch"`
+					} `json:"adapters"`
+				} `json:"vulkan"`
+			} `json:"selftest"`
+		} `json:"containers"`
+	} `json:"container"`
 }
 
 // ProcessesWith lists the processes whose environment holds kv

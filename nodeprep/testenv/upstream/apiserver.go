@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // Kubernetes is k8s.io/kubernetes v1.37.2 (kube-apiserver, with the
@@ -228,26 +230,7 @@ func (s *APIServer) KubeletCredential(t testing.TB, root, dataDir, node string) 
 			t.Fatal(err)
 		}
 	}
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- cluster:
-    server: %s
-    certificate-authority: %s
-  name: local
-contexts:
-- context:
-    cluster: local
-    namespace: default
-    user: user
-  name: Default
-current-context: Default
-users:
-- name: user
-  user:
-    client-certificate: %s
-    client-key: %s
-`, s.URL, host("server-ca.crt"), host("client-kubelet.crt"), host("client-kubelet.key"))
+	kc := testkit.KubeletKubeconfig(s.URL, host("server-ca.crt"), host("client-kubelet.crt"), host("client-kubelet.key"))
 	p := filepath.Join(agent, "kubelet.kubeconfig")
 	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)

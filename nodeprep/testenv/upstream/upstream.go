@@ -95,6 +95,19 @@ func Unavailable(t testing.TB, err error) {
 	t.Skipf("real component unavailable: %v", err)
 }
 
+// NeedPrivateMounts marks t as needing a private mount namespace (unshare
+// -m): Unavailable when this process is not root (what says what needs
+// it) or util-linux's unshare is not installed.
+func NeedPrivateMounts(t testing.TB, what string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Unavailable(t, fmt.Errorf("%s in a private mount namespace needs root", what))
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		Unavailable(t, fmt.Errorf("unshare (util-linux): %w", err))
+	}
+}
+
 func build(repo, component string) result {
 	cmd := exec.Command(filepath.Join(repo, "scripts", "build-tools.sh"), component)
 	cmd.Dir = repo
