@@ -4,7 +4,7 @@
 // and the report and status files they share.
 //
 // Each stage is a step (pipeline.go) sharing one environment, env: `up`
-// assembles the list inventory, cdi, selftest, join (one file each), plans
+// assembles the list inventory, cdi, selftest, join (step_*.go), plans
 // every step in order, runs the preflight, then applies them in order;
 // `health` reuses the steps and the re-patch the cdi stage's judgement,
 // each saying only what differs.
