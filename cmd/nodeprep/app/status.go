@@ -14,6 +14,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
+// statusOptions are `nodeprep status`'s flags.
 type statusOptions struct {
 	statusFile string
 }
