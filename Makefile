@@ -29,7 +29,7 @@ MESA_EGL  := /usr/share/glvnd/egl_vendor.d/50_mesa.json
 # pages in PREFIX/share/man/man1, the shell completions (DESTDIR for packagers).
 PREFIX    ?= /usr/local
 
-.PHONY: all build install deps deps-demo deps-bench test vet lint unit rootfs tools nix-check docs-check demo bench faults fuzz shaders clean
+.PHONY: all build install deps deps-demo deps-bench test vet lint unit rootfs tools nix-check docs-check demo bench faults hardening fuzz shaders clean
 
 all: build
 
@@ -125,3 +125,8 @@ shaders:
 
 clean:
 	rm -rf bin
+
+# Hostile inputs (redirects, YAML bombs, swapped directories, floods),
+# measured into docs/faults.md's hardening table.
+hardening: build
+	./scripts/hardening.sh --update docs/faults.md
