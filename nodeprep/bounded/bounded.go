@@ -54,9 +54,9 @@ const (
 	// (config.toml): 64 MiB, the bound every host file had before each
 	// kind had its own.
 	MaxNVRuntimeConfig = 64 << 20
-	// MaxKubeconfig is the largest kubeconfig, and the largest
-	// certificate, key or CA file it names: 1 MiB; k3s's
-	// kubelet.kubeconfig is under 1 KiB and its PEM files a few KiB.
+	// MaxKubeconfig is the largest kubeconfig: 1 MiB; k3s's
+	// kubelet.kubeconfig is under 1 KiB (the files it names have
+	// MaxPEM's limit).
 	MaxKubeconfig = 1 << 20
 	// MaxManifest is the largest Vulkan ICD or layer, EGL vendor or EGL
 	// external platform manifest: 1 MiB; NVIDIA's are under 1 KiB.
@@ -65,9 +65,20 @@ const (
 	// 16 MiB; a report of 8 GPUs is about 40 KiB, and the inventory in
 	// it came from a child report of at most 8 MiB (child.MaxReport).
 	MaxStatus = 16 << 20
+	// MaxPEM is the largest certificate, key or CA bundle file a
+	// kubeconfig names: 1 MiB; k3s's are a few KiB, and a system CA
+	// bundle (ca-certificates) about 220 KiB.
+	MaxPEM = 1 << 20
 	// MaxAPIResponse is the largest Kubernetes API server response body
-	// nodeprep reads: 4 MiB.
+	// nodeprep reads: 4 MiB; a list is read in pages that fit it.
 	MaxAPIResponse = 4 << 20
+	// MaxAPIError is how much of an API server's error (non-2xx) body
+	// nodeprep reads: 64 KiB; a Status object is a few hundred bytes.
+	MaxAPIError = 64 << 10
+	// MaxAPIList is the most the pages of one list from the API server
+	// may add up to: 128 MiB; 5,000 Nodes (the largest cluster
+	// Kubernetes is tested at) of about 10 KiB each are 50 MB.
+	MaxAPIList = 128 << 20
 	// MaxClusterManifests is the largest manifest file, or stdin stream,
 	// `cluster check` reads: 64 MiB.
 	MaxClusterManifests = 64 << 20

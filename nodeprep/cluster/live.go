@@ -14,9 +14,10 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 )
 
-// Getter reads one API path into out (JSON): kubenode.API.
-type Getter interface {
-	Get(ctx context.Context, path string, out any) error
+// Lister reads the list at an API path page by page, calling item with
+// each object's JSON: kubenode.API.List.
+type Lister interface {
+	List(ctx context.Context, path string, item func(json.RawMessage) error) error
 }
 
 // liveResources are the objects check reads from a cluster: what it
@@ -48,24 +49,21 @@ type Live struct {
 // Karpenter NodePools) and every Node from the cluster g talks to. An API
 // the cluster does not serve (404: its CRD is not installed) is listed
 // in Live.Missing; any other failure is the error. Each object's Source
-// is "cluster <list path>".
-func ReadLive(ctx context.Context, g Getter) (*Live, error) {
+// is "cluster <list path>". Every list is read in pages (l's List), so
+// its size is bounded by what l reads of one list, not of one response.
+func ReadLive(ctx context.Context, l Lister) (*Live, error) {
 	live := &Live{}
 	var items []json.RawMessage
 	var sources []string
 	for _, r := range liveResources {
-		var list struct {
-			Items []map[string]any `json:"items"`
-		}
-		if err := g.Get(ctx, r.path, &list); err != nil {
-			var ae *kubenode.APIError
-			if errors.As(err, &ae) && ae.Code == http.StatusNotFound {
-				live.Missing = append(live.Missing, r.kind+" ("+r.path+")")
-				continue
+		err := l.List(ctx, r.path, func(raw json.RawMessage) error {
+			var it map[string]any
+			if err := json.Unmarshal(raw, &it); err != nil {
+				return fmt.Errorf("decoding a %s: %w", r.kind, err)
 			}
-			return nil, fmt.Errorf("listing %s: %w", r.kind, err)
-		}
-		for _, it := range list.Items {
+			if it == nil {
+				return fmt.Errorf("a %s that is null", r.kind)
+			}
 			it["apiVersion"], it["kind"] = r.apiVersion, r.kind
 			// What the server adds and check does not judge: the
 			// object's status, and who wrote which field.
@@ -75,10 +73,19 @@ func ReadLive(ctx context.Context, g Getter) (*Live, error) {
 			}
 			js, err := json.Marshal(it)
 			if err != nil {
-				return nil, fmt.Errorf("encoding a %s: %w", r.kind, err)
+				return fmt.Errorf("encoding a %s: %w", r.kind, err)
 			}
 			items = append(items, js)
 			sources = append(sources, "cluster "+r.path)
+			return nil
+		})
+		if err != nil {
+			var ae *kubenode.APIError
+			if errors.As(err, &ae) && ae.Code == http.StatusNotFound {
+				live.Missing = append(live.Missing, r.kind+" ("+r.path+")")
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", r.kind, err)
 		}
 	}
 	if len(items) > 0 {
@@ -96,11 +103,19 @@ func ReadLive(ctx context.Context, g Getter) (*Live, error) {
 			}
 		}
 	}
-	var nodes corev1.NodeList
-	if err := g.Get(ctx, "/api/v1/nodes", &nodes); err != nil {
+	err := l.List(ctx, "/api/v1/nodes", func(raw json.RawMessage) error {
+		var n corev1.Node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("decoding a Node: %w", err)
+		}
+		// What check does not judge and a large cluster has much of.
+		n.ManagedFields, n.Status.Images = nil, nil
+		live.Nodes = append(live.Nodes, n)
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("listing Nodes: %w", err)
 	}
-	live.Nodes = nodes.Items
 	return live, nil
 }
 

@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -48,10 +50,16 @@ const DefaultTimeout = 10 * time.Second
 
 // API is an authenticated JSON client of one API server.
 type API struct {
-	server *url.URL
-	http   *http.Client
-	token  string
+	server   *url.URL
+	http     *http.Client
+	token    string
+	warnings []string
 }
+
+// Warnings are the lines, one a field, that name what of the kubeconfig
+// the client was loaded from (Load, LoadAPI) nodeprep does not support,
+// and what it does instead (Selection.Warnings); the command prints them.
+func (a *API) Warnings() []string { return a.warnings }
 
 // Client talks to the API server as the kubelet: with its client
 // certificate, about its own Node only.
@@ -63,8 +71,10 @@ type Client struct {
 // Load reads the kubeconfig at host path file under root, with the files
 // it names (a relative path is relative to the kubeconfig's directory, as
 // clientcmd resolves it; an absolute one is a host path under root), and
-// returns a Client for the node its client certificate names. Each file
-// is read with bounded.MaxKubeconfig's limit. Errors: fault.ErrUnavailable
+// returns a Client for the node its client certificate names. The
+// kubeconfig is read with bounded.MaxKubeconfig's limit, the files it
+// names with bounded.MaxPEM's; neither is waited on when it is not a
+// regular file. Errors: fault.ErrUnavailable
 // when the kubeconfig does not exist (the node has never registered) or a
 // file it names cannot be read; fault.ErrMalformed for a file that is not
 // a regular file (bounded.ErrNotRegular) or is over the limit
@@ -72,7 +82,16 @@ type Client struct {
 // does not parse, and a certificate that is not a kubelet's (see
 // NodeName).
 func Load(root *hostfs.Root, file string) (*Client, error) {
-	return load(file, root.ReadFile, ParseKubeconfig, New)
+	cred, warnings, err := loadCredential(file, root.ReadFile, ParseKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	c, err := New(cred)
+	if err != nil {
+		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+	}
+	c.warnings = warnings
+	return c, nil
 }
 
 // LoadAPI is Load for a kubeconfig of any user (ParseAnyKubeconfig) and
@@ -81,44 +100,53 @@ func Load(root *hostfs.Root, file string) (*Client, error) {
 // machine (a cluster's kubeconfig names the cluster, not a node's host
 // tree), a hostfs.Root's ReadFile for host paths. Errors as Load's.
 func LoadAPI(read ReadFunc, file string) (*API, error) {
-	return load(file, read, ParseAnyKubeconfig, NewAPI)
+	cred, warnings, err := loadCredential(file, read, ParseAnyKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	api, err := NewAPI(cred)
+	if err != nil {
+		return nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+	}
+	api.warnings = warnings
+	return api, nil
 }
 
 // ReadFunc reads the regular file at path, of at most limit bytes
 // (bounded.ReadFile, hostfs.Root.ReadFile).
 type ReadFunc func(path string, limit int64) ([]byte, error)
 
-// load reads the kubeconfig at file and the files it names with read,
-// selects its context with parse and makes a client of its credential
-// with connect.
-func load[C any](file string, read ReadFunc, parse func([]byte) (*Selection, error), connect func(Credential) (C, error)) (C, error) {
-	var none C
+// loadCredential reads the kubeconfig at file and the files it names
+// with read, selects its context with parse and returns its credential
+// and the warnings about what of it nodeprep does not support, each
+// prefixed with the file.
+func loadCredential(file string, read ReadFunc, parse func([]byte) (*Selection, error)) (Credential, []string, error) {
 	data, err := read(file, bounded.MaxKubeconfig)
 	if err != nil {
-		return none, readError(fmt.Errorf("reading kubeconfig %s: %w", file, err))
+		return Credential{}, nil, readError(fmt.Errorf("reading kubeconfig %s: %w", file, err))
 	}
 	sel, err := parse(data)
 	if err != nil {
-		return none, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+		return Credential{}, nil, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
 	}
 	cred, err := sel.Credential(func(what, ref string) ([]byte, error) {
 		if !path.IsAbs(ref) {
 			ref = path.Join(path.Dir(file), ref)
 		}
-		b, err := read(ref, bounded.MaxKubeconfig)
+		b, err := read(ref, bounded.MaxPEM)
 		if err != nil {
 			return nil, readError(fmt.Errorf("reading the %s that kubeconfig %s names: %w", what, file, err))
 		}
 		return b, nil
 	})
 	if err != nil {
-		return none, err
+		return Credential{}, nil, err
 	}
-	c, err := connect(cred)
-	if err != nil {
-		return none, fault.Malformed(fmt.Errorf("kubeconfig %s: %w", file, err))
+	var warnings []string
+	for _, w := range sel.Warnings {
+		warnings = append(warnings, file+": "+w)
 	}
-	return c, nil
+	return cred, warnings, nil
 }
 
 // readError marks an error of reading a kubeconfig or a file it names:
@@ -193,9 +221,33 @@ func newAPI(cred Credential) (*API, *x509.Certificate, error) {
 		}
 		cfg.RootCAs = pool
 	}
-	tr := &http.Transport{TLSClientConfig: cfg, Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second}
-	return &API{server: u, http: &http.Client{Transport: tr}, token: cred.Token}, leaf, nil
+	return &API{server: u, http: newHTTPClient(cfg), token: cred.Token}, leaf, nil
 }
+
+// newHTTPClient is the one HTTP client policy of every request nodeprep
+// sends to an API server, with tlsConfig (the CA, the client certificate):
+//
+//   - no redirect is followed (CheckRedirect answers
+//     http.ErrUseLastResponse, and do turns the 3xx into an error wrapping
+//     ErrRedirect): an API server does not redirect its clients, and
+//     following one would send the bearer token or present the client
+//     certificate to the origin the Location names (net/http keeps the
+//     Authorization header on a redirect to the same host on another
+//     port, or from https to http), and would count a Node report
+//     answered there as delivered;
+//   - no proxy (Proxy nil; HTTPS_PROXY is not read): the kubeconfig's
+//     server is the only origin it talks to;
+//   - the TLS handshake is bounded (5 s); the caller's context bounds the
+//     rest.
+func newHTTPClient(tlsConfig *tls.Config) *http.Client {
+	tr := &http.Transport{TLSClientConfig: tlsConfig, Proxy: nil, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 5 * time.Second}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// ErrRedirect is wrapped by the error of a request the API server
+// answered with a redirect (a 3xx status): nodeprep follows none, so no
+// credential and no report leaves for the origin it names.
+var ErrRedirect = errors.New("nodeprep follows no redirect from the API server")
 
 // Get reads path (e.g. "/api/v1/nodes") into out (JSON). Errors as
 // Report's; a 404 is an *APIError with Code 404.
@@ -375,20 +427,46 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Code, e.Reason, e.Message)
 }
 
+// maxErrorText is how much of an error response's body an APIError
+// keeps in its Message: the start of it on one line, with how much was
+// left out. A Status object's message is a line or two; a larger body
+// is not something to put whole into a log line.
+const maxErrorText = 400
+
 func (c *API) do(ctx context.Context, method, p, ctype string, in, out any) error {
+	data, err := c.send(ctx, method, p, nil, ctype, in)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fault.Unavailable(fmt.Errorf("%s %s: decoding the response: %w", method, p, err))
+		}
+	}
+	return nil
+}
+
+// send sends one request to path p with query q and returns the body
+// of a success (2xx), of at most bounded.MaxAPIResponse bytes. Errors
+// (fault.ErrUnavailable): the request's, a body over the limit
+// (bounded.ErrTooLarge, never cut and parsed), a redirect (ErrRedirect,
+// naming the status and the Location's origin; see newHTTPClient), and
+// any other status as an *APIError.
+func (c *API) send(ctx context.Context, method, p string, q url.Values, ctype string, in any) ([]byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, p, err)
+			return nil, fmt.Errorf("encoding %s %s: %w", method, p, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	u := *c.server
 	u.Path = strings.TrimSuffix(u.Path, "/") + p
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, p, err)
+		return nil, fmt.Errorf("%s %s: %w", method, p, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "nodeprep")
@@ -400,25 +478,143 @@ func (c *API) do(ctx context.Context, method, p, ctype string, in, out any) erro
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fault.Unavailable(fmt.Errorf("%s %s: %w", method, u.Redacted(), err))
+		return nil, fault.Unavailable(fmt.Errorf("%s %s: %w", method, u.Redacted(), err))
 	}
 	defer resp.Body.Close() //nolint:errcheck // read-only body
-	data, err := bounded.ReadAll(resp.Body, bounded.MaxAPIResponse)
-	if err != nil {
-		return fault.Unavailable(fmt.Errorf("%s %s: reading the response: %w", method, u.Redacted(), err))
+	if resp.StatusCode/100 == 3 {
+		return nil, fault.Unavailable(fmt.Errorf("%s %s: the API server answered %s to %s: %w, so it was not sent there",
+			method, u.Redacted(), resp.Status, locationOrigin(resp), ErrRedirect))
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &APIError{Method: method, Path: p, Code: resp.StatusCode, Message: strings.TrimSpace(string(data))}
+		// The start of the body is enough to say what went wrong; the
+		// rest is not read.
+		data, err := io.ReadAll(io.LimitReader(resp.Body, bounded.MaxAPIError+1))
+		if err != nil && len(data) == 0 {
+			data = []byte(err.Error())
+		}
+		e := &APIError{Method: method, Path: p, Code: resp.StatusCode, Message: string(data)}
 		var st struct{ Reason, Message string }
-		if json.Unmarshal(data, &st) == nil && st.Message != "" {
+		if len(data) <= bounded.MaxAPIError && json.Unmarshal(data, &st) == nil && st.Message != "" {
 			e.Reason, e.Message = st.Reason, st.Message
 		}
-		return fault.Unavailable(e)
+		e.Message = OneLine(e.Message, maxErrorText, len(data) > bounded.MaxAPIError)
+		return nil, fault.Unavailable(e)
 	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fault.Unavailable(fmt.Errorf("%s %s: decoding the response: %w", method, p, err))
+	data, err := bounded.ReadAll(resp.Body, bounded.MaxAPIResponse)
+	if err != nil {
+		return nil, fault.Unavailable(fmt.Errorf("%s %s: reading the response: %w", method, u.Redacted(), err))
+	}
+	return data, nil
+}
+
+// locationOrigin is the origin (scheme://host) a redirect's Location
+// names, resolved against the request, for the error: never its path or
+// query, which may carry what the server put there.
+func locationOrigin(resp *http.Response) string {
+	loc, err := resp.Location()
+	switch {
+	case errors.Is(err, http.ErrNoLocation):
+		return "no Location"
+	case err != nil || loc.Host == "":
+		return "an unreadable Location"
+	}
+	return (&url.URL{Scheme: loc.Scheme, Host: loc.Host}).String()
+}
+
+// OneLine is s for a log line: control characters (newlines included)
+// as spaces, surrounding space trimmed, and cut to its first max bytes
+// (at a rune boundary) with how many bytes were left out; more says s is
+// itself the start of a longer text (" and more").
+func OneLine(s string, max int, more bool) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
 		}
+		return r
+	}, s))
+	cut := 0
+	if len(s) > max {
+		end := max
+		for end > 0 && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		cut, s = len(s)-end, s[:end]
 	}
-	return nil
+	switch {
+	case cut > 0 && more:
+		s += fmt.Sprintf(" … (%d bytes more and the rest unread)", cut)
+	case cut > 0:
+		s += fmt.Sprintf(" … (%d bytes more)", cut)
+	case more:
+		s += " … (the rest unread)"
+	}
+	return s
+}
+
+// ListPageSize is how many objects one LIST request asks for (its limit
+// parameter): kubectl's default chunk size (--chunk-size, 500). A page
+// whose response is over bounded.MaxAPIResponse is asked for again with
+// half the limit, down to one object; the largest object etcd stores
+// (1.5 MiB by default) fits in one response.
+const ListPageSize = 500
+
+// maxList is bounded.MaxAPIList; the tests lower it.
+var maxList = bounded.MaxAPIList
+
+// List reads the list at path (e.g. "/api/v1/nodes") page by page, as
+// the API server pages a LIST (Kubernetes API concepts, "Retrieving
+// large results sets in chunks"): each request carries limit, the next
+// one the continue token of the last, until a page has none. It calls
+// item with each object's JSON, in order; an error of item ends the list
+// with it. Each response is bounded by bounded.MaxAPIResponse (a larger
+// one is asked for again in smaller pages) and all of them together by
+// bounded.MaxAPIList. Errors (fault.ErrUnavailable): Get's (a 404, when
+// the API is not served, is an *APIError with Code 404), a list over
+// bounded.MaxAPIList (wrapping bounded.ErrTooLarge), a page that does
+// not decode, and item's.
+func (a *API) List(ctx context.Context, path string, item func(json.RawMessage) error) error {
+	limit, cont, total, pages, items := ListPageSize, "", 0, 0, 0
+	for {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		data, err := a.send(ctx, http.MethodGet, path, q, "", nil)
+		if errors.Is(err, bounded.ErrTooLarge) && limit > 1 {
+			limit /= 2
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		total += len(data)
+		pages++
+		if total > maxList {
+			return fault.Unavailable(fmt.Errorf("GET %s: the list is over the %d MiB nodeprep reads of one list after %d pages (%d objects): %w",
+				path, maxList>>20, pages, items, bounded.ErrTooLarge))
+		}
+		var page struct {
+			Metadata struct {
+				Continue string `json:"continue"`
+			} `json:"metadata"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(data, &page); err != nil {
+			return fault.Unavailable(fmt.Errorf("GET %s: decoding page %d of the list: %w", path, pages, err))
+		}
+		data = nil
+		for _, it := range page.Items {
+			if err := item(it); err != nil {
+				return err
+			}
+			items++
+		}
+		if page.Metadata.Continue == "" {
+			return nil
+		}
+		if page.Metadata.Continue == cont {
+			return fault.Unavailable(fmt.Errorf("GET %s: page %d of the list gives the same continue token as the one before", path, pages))
+		}
+		cont = page.Metadata.Continue
+	}
 }

@@ -36,9 +36,10 @@ func KubeletKubeconfig(dataDir string) string {
 }
 
 // Kubeconfig is the part of a kubeconfig file (clientcmd's v1 Config)
-// that selects one server and one client certificate: the current
-// context's cluster and user. Other fields (preferences, extensions,
-// namespaces, exec plugins, tokens) are ignored.
+// that selects one server and one credential: the current context's
+// cluster and user. Preferences, extensions and namespaces are ignored;
+// the credentials and connection settings nodeprep does not support are
+// warned about (Selection.Warnings).
 type Kubeconfig struct {
 	CurrentContext string         `json:"current-context"`
 	Clusters       []namedCluster `json:"clusters"`
@@ -66,21 +67,39 @@ type namedUser struct {
 
 // Cluster is a kubeconfig cluster: the server's https URL and its CA,
 // as a file (CertificateAuthority) or inline PEM (base64 in the file).
+// The fields after TLSServerName are read only to warn that nodeprep
+// does not do what they ask (Selection.Warnings).
 type Cluster struct {
 	Server                   string `json:"server"`
 	CertificateAuthority     string `json:"certificate-authority"`
 	CertificateAuthorityData []byte `json:"certificate-authority-data"`
 	TLSServerName            string `json:"tls-server-name"`
+
+	InsecureSkipTLSVerify bool   `json:"insecure-skip-tls-verify"`
+	ProxyURL              string `json:"proxy-url"`
+	DisableCompression    bool   `json:"disable-compression"`
 }
 
 // User is a kubeconfig user's client certificate and key, as files or
-// inline PEM (base64 in the file).
+// inline PEM (base64 in the file), or its bearer token. The fields after
+// Token are read only to warn that nodeprep does not do what they ask
+// (Selection.Warnings).
 type User struct {
 	ClientCertificate     string `json:"client-certificate"`
 	ClientCertificateData []byte `json:"client-certificate-data"`
 	ClientKey             string `json:"client-key"`
 	ClientKeyData         []byte `json:"client-key-data"`
 	Token                 string `json:"token"`
+
+	TokenFile         string `json:"tokenFile"`
+	Impersonate       string `json:"as"`
+	ImpersonateUID    string `json:"as-uid"`
+	ImpersonateGroups any    `json:"as-groups"`
+	ImpersonateExtra  any    `json:"as-user-extra"`
+	Username          string `json:"username"`
+	Password          string `json:"password"`
+	AuthProvider      any    `json:"auth-provider"`
+	Exec              any    `json:"exec"`
 }
 
 // Selection is a kubeconfig's current context resolved: its cluster and
@@ -89,6 +108,41 @@ type Selection struct {
 	Context string
 	Cluster Cluster
 	User    User
+	// Warnings name, one line each, the fields of the cluster and user
+	// that nodeprep does not support and what it does instead (the
+	// caller prints them): clientcmd's v1 Config fields (k8s.io/client-go
+	// tools/clientcmd/api/v1 types.go) beyond the server, its CA and TLS
+	// server name, the client certificate and key, and the token.
+	Warnings []string
+}
+
+// unsupported returns the warnings for the fields of sel's cluster and
+// user that nodeprep does not support (Selection.Warnings). It never
+// quotes a field's value: a password or an exec plugin's arguments may
+// be secrets.
+func (sel *Selection) unsupported(clusterName, userName string) []string {
+	var w []string
+	cl, u := sel.Cluster, sel.User
+	cw := func(cond bool, field, instead string) {
+		if cond {
+			w = append(w, fmt.Sprintf("kubeconfig cluster %q: %s is not supported: %s", clusterName, field, instead))
+		}
+	}
+	uw := func(cond bool, field, instead string) {
+		if cond {
+			w = append(w, fmt.Sprintf("kubeconfig user %q: %s is not supported: %s", userName, field, instead))
+		}
+	}
+	cw(cl.InsecureSkipTLSVerify, "insecure-skip-tls-verify", "nodeprep always verifies the server's certificate (with certificate-authority, or the system's roots)")
+	cw(cl.ProxyURL != "", "proxy-url", "nodeprep connects to the server directly, through no proxy")
+	cw(cl.DisableCompression, "disable-compression", "nodeprep lets Go's HTTP client ask for gzip responses")
+	uw(u.TokenFile != "", "tokenFile", "nodeprep does not read it; it sends the token field, or the client certificate")
+	uw(u.Exec != nil, "exec", "nodeprep never runs a credential plugin; it sends the token field, or the client certificate")
+	uw(u.AuthProvider != nil, "auth-provider", "nodeprep runs no auth provider; it sends the token field, or the client certificate")
+	uw(u.Username != "" || u.Password != "", "username/password", "nodeprep sends no basic authentication; it sends the token field, or the client certificate")
+	uw(u.Impersonate != "" || u.ImpersonateUID != "" || u.ImpersonateGroups != nil || u.ImpersonateExtra != nil,
+		"as, as-uid, as-groups, as-user-extra", "nodeprep impersonates no one; it acts as the user the credential names")
+	return w
 }
 
 // ParseKubeconfig parses a kubeconfig (YAML or JSON) and resolves its
@@ -107,6 +161,9 @@ func ParseKubeconfig(data []byte) (*Selection, error) {
 	if (sel.User.ClientCertificate == "" && len(sel.User.ClientCertificateData) == 0) ||
 		(sel.User.ClientKey == "" && len(sel.User.ClientKeyData) == 0) {
 		return nil, fmt.Errorf("kubeconfig user of context %q has no client certificate and key: nodeprep reports with the kubelet's certificate only", sel.Context)
+	}
+	if sel.User.Token != "" {
+		sel.Warnings = append(sel.Warnings, fmt.Sprintf("kubeconfig user of context %q: its token is not sent: nodeprep reports with the kubelet's client certificate only", sel.Context))
 	}
 	return sel, nil
 }
@@ -143,6 +200,7 @@ func ParseAnyKubeconfig(data []byte) (*Selection, error) {
 			return nil, fmt.Errorf("kubeconfig context %q names user %q, which it does not define", ctxName, c.Context.User)
 		}
 		sel.Cluster, sel.User = cl, u
+		sel.Warnings = sel.unsupported(c.Context.Cluster, c.Context.User)
 		break
 	}
 	if sel == nil {

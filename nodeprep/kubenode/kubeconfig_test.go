@@ -93,3 +93,45 @@ func FuzzParseKubeconfig(f *testing.F) {
 		}
 	})
 }
+
+// TestKubeconfigWarnings: each field of clientcmd's v1 cluster and user
+// that nodeprep does not support gets one warning naming it and what
+// nodeprep does instead, never its value; k3s's kubelet kubeconfig gets
+// none, and the kubelet's kubeconfig with a token says it is not sent.
+func TestKubeconfigWarnings(t *testing.T) {
+	t.Parallel()
+	if sel, err := ParseKubeconfig([]byte(k3sKubelet)); err != nil || len(sel.Warnings) != 0 {
+		t.Errorf("k3s kubelet kubeconfig: %v, warnings %q", err, sel.Warnings)
+	}
+	const secret = "warning-test-secret"
+	kc := func(cluster, user string) string {
+		return "current-context: x\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:6443\"" + cluster + "}\n" +
+			"contexts:\n- name: x\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: t" + user + "}\n"
+	}
+	for _, tt := range []struct{ name, cluster, user, want string }{
+		{"insecure-skip-tls-verify", ", insecure-skip-tls-verify: true", "", "always verifies the server's certificate"},
+		{"proxy-url", ", proxy-url: \"http://" + secret + "@proxy:3128\"", "", "through no proxy"},
+		{"disable-compression", ", disable-compression: true", "", "gzip"},
+		{"tokenFile", "", ", tokenFile: /run/" + secret, "does not read it"},
+		{"exec", "", ", exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/" + secret + ", args: [" + secret + "]}", "never runs a credential plugin"},
+		{"auth-provider", "", ", auth-provider: {name: oidc, config: {id-token: " + secret + "}}", "runs no auth provider"},
+		{"username/password", "", ", username: admin, password: " + secret, "no basic authentication"},
+		{"as, as-uid, as-groups, as-user-extra", "", ", as: " + secret + ", as-groups: [system:masters]", "impersonates no one"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sel, err := ParseAnyKubeconfig([]byte(kc(tt.cluster, tt.user)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sel.Warnings) != 1 || !strings.Contains(sel.Warnings[0], tt.name+" is not supported") ||
+				!strings.Contains(sel.Warnings[0], tt.want) || strings.Contains(sel.Warnings[0], secret) {
+				t.Errorf("warnings %q; want one naming %s, saying %q, without the value", sel.Warnings, tt.name, tt.want)
+			}
+		})
+	}
+	withToken := strings.Replace(k3sKubelet, "    client-key:", "    token: abc\n    client-key:", 1)
+	if sel, err := ParseKubeconfig([]byte(withToken)); err != nil || len(sel.Warnings) != 1 || !strings.Contains(sel.Warnings[0], "token is not sent") {
+		t.Errorf("kubelet kubeconfig with a token: %v, warnings %q", err, sel.Warnings)
+	}
+}

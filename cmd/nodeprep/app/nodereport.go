@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -98,10 +99,31 @@ func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodepr
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		failed("the Node was not told the verdict (the next run tries again)", "kubeconfig", kubeconfig, "error", err, "output", strings.TrimSpace(stderr.String()))
+		failed("the Node was not told the verdict (the next run tries again)", "kubeconfig", kubeconfig, "error", err, "output", logText(stderr.String()))
 		return
 	}
-	g.log.Info("told the Node", "ready", ready, "ms", time.Since(start).Milliseconds(), "result", strings.TrimSpace(stdout.String()))
+	g.log.Info("told the Node", "ready", ready, "ms", time.Since(start).Milliseconds(), "result", logText(stdout.String()))
+}
+
+// maxLogText is how much of node-report's output one log line of health
+// or up keeps: its error names the request and the API server's message,
+// a few hundred bytes.
+const maxLogText = 1024
+
+// logText is a child's output for one log line: the start of it, up to
+// maxLogText bytes (at a rune boundary), with how much was left out, so
+// that an API server's long error body cannot make a log line of
+// megabytes at every run.
+func logText(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= maxLogText {
+		return s
+	}
+	end := maxLogText
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return fmt.Sprintf("%s … (%d bytes more)", s[:end], len(s)-end)
 }
 
 // k3sDataDir is k3s's effective data-dir as the join settings of the

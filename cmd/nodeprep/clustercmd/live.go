@@ -17,7 +17,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 )
 
-// liveTimeout bounds reading a cluster: nine list requests.
+// liveTimeout bounds reading a cluster: nine lists, each in pages.
 const liveTimeout = 60 * time.Second
 
 // runLive is `cluster check --kubeconfig FILE`: the live objects and Nodes.
@@ -34,6 +34,9 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 		return err
 	}
 	defer api.Close()
+	for _, w := range api.Warnings() {
+		env.Log().Warn(w)
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), liveTimeout)
 	defer cancel()
 	live, err := cluster.ReadLive(ctx, api)

@@ -39,7 +39,9 @@ func New(env *app.Env) *cobra.Command {
 nodeprep health and nodeprep up run it with their verdict.
 
 Exit status: 0 reported, 65 a kubeconfig or certificate that does not parse,
-is not a regular file or is larger than 1 MiB, 69 the API server cannot be reached or refused the request.`,
+is not a regular file or is larger than 1 MiB, 69 the API server cannot be reached,
+refused the request or answered with a redirect (which is never followed: the
+verdict and the credential go to the kubeconfig's server or nowhere).`,
 		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := kubenode.Load(env.Host(), o.kubeconfig)
@@ -47,6 +49,9 @@ is not a regular file or is larger than 1 MiB, 69 the API server cannot be reach
 				return err
 			}
 			defer c.Close()
+			for _, w := range c.Warnings() {
+				env.Log().Warn(w)
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
 			res, err := c.Report(ctx, kubenode.Health{Ready: o.ready, Reason: kubenode.Reason(o.ready, o.stage), Message: o.message, Now: time.Now()})
