@@ -287,7 +287,9 @@ func TestListBounds(t *testing.T) {
 		h    http.Handler
 		want []string
 	}{
-		{"pages over the total", &listServer{n: 1 << 30, item: func(i int) string { return fmt.Sprintf(`{"metadata":{"name":"n%d","annotations":{"a":"%s"}}}`, i, strings.Repeat("a", 1000)) }},
+		{"pages over the total", &listServer{n: 1 << 30, item: func(i int) string {
+			return fmt.Sprintf(`{"metadata":{"name":"n%d","annotations":{"a":"%s"}}}`, i, strings.Repeat("a", 1000))
+		}},
 			[]string{"the list is over the 2 MiB nodeprep reads of one list", "file too large"}},
 		{"one object over a response", &listServer{n: 2, item: func(int) string { return `{"metadata":{"name":"` + huge + `"}}` }},
 			[]string{"more than the 4 MiB nodeprep reads"}},
