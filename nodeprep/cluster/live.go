@@ -7,17 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 )
 
-// Lister reads the list at an API path page by page, calling item with
-// each object's JSON: kubenode.API.List.
+// Lister reads the list at an API path, with query's parameters
+// (labelSelector), page by page, calling item with each object's JSON:
+// kubenode.API.List.
 type Lister interface {
-	List(ctx context.Context, path string, item func(json.RawMessage) error) error
+	List(ctx context.Context, path string, query url.Values, item func(json.RawMessage) error) error
 }
 
 // liveResources are the objects check reads from a cluster: what it
@@ -37,7 +40,8 @@ var liveResources = []struct{ path, apiVersion, kind string }{
 type Live struct {
 	Objects []Object
 	Skipped []Skipped
-	// Nodes are the cluster's Nodes, as the API serves them.
+	// Nodes are the cluster's Nodes in the pool (with its label), as
+	// the API serves them, less their images and managed fields.
 	Nodes []corev1.Node
 	// Missing names the APIs the cluster does not serve (KEDA or
 	// Karpenter not installed), one "kind (path)" each.
@@ -46,17 +50,18 @@ type Live struct {
 
 // ReadLive reads the objects check judges (DaemonSets, Deployments,
 // StatefulSets, Jobs, CronJobs, KEDA ScaledJobs and ScaledObjects,
-// Karpenter NodePools) and every Node from the cluster g talks to. An API
+// Karpenter NodePools) and the Nodes with the pool label (every Node for
+// the zero label) from the cluster l talks to. An API
 // the cluster does not serve (404: its CRD is not installed) is listed
 // in Live.Missing; any other failure is the error. Each object's Source
 // is "cluster <list path>". Every list is read in pages (l's List), so
 // its size is bounded by what l reads of one list, not of one response.
-func ReadLive(ctx context.Context, l Lister) (*Live, error) {
+func ReadLive(ctx context.Context, l Lister, pool k3s.Label) (*Live, error) {
 	live := &Live{}
 	var items []json.RawMessage
 	var sources []string
 	for _, r := range liveResources {
-		err := l.List(ctx, r.path, func(raw json.RawMessage) error {
+		err := l.List(ctx, r.path, nil, func(raw json.RawMessage) error {
 			var it map[string]any
 			if err := json.Unmarshal(raw, &it); err != nil {
 				return fmt.Errorf("decoding a %s: %w", r.kind, err)
@@ -103,7 +108,27 @@ func ReadLive(ctx context.Context, l Lister) (*Live, error) {
 			}
 		}
 	}
-	err := l.List(ctx, "/api/v1/nodes", func(raw json.RawMessage) error {
+	// Only the pool's Nodes are judged: the API server selects them, and
+	// they are selected again here (a server may ignore the selector),
+	// so that a cluster of 100,000 Nodes costs its pool's, not its size.
+	var query url.Values
+	if pool.Key != "" {
+		query = url.Values{"labelSelector": {pool.String()}}
+	}
+	err := l.List(ctx, "/api/v1/nodes", query, func(raw json.RawMessage) error {
+		if pool.Key != "" {
+			var md struct {
+				Metadata struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(raw, &md); err != nil {
+				return fmt.Errorf("decoding a Node: %w", err)
+			}
+			if v, ok := md.Metadata.Labels[pool.Key]; !ok || v != pool.Value {
+				return nil
+			}
+		}
 		var n corev1.Node
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return fmt.Errorf("decoding a Node: %w", err)

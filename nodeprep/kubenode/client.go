@@ -561,7 +561,8 @@ const ListPageSize = 500
 // maxList is bounded.MaxAPIList; the tests lower it.
 var maxList = bounded.MaxAPIList
 
-// List reads the list at path (e.g. "/api/v1/nodes") page by page, as
+// List reads the list at path (e.g. "/api/v1/nodes"), with query's
+// parameters (labelSelector, fieldSelector; nil for none), page by page, as
 // the API server pages a LIST (Kubernetes API concepts, "Retrieving
 // large results sets in chunks"): each request carries limit, the next
 // one the continue token of the last, until a page has none. It calls
@@ -572,10 +573,14 @@ var maxList = bounded.MaxAPIList
 // the API is not served, is an *APIError with Code 404), a list over
 // bounded.MaxAPIList (wrapping bounded.ErrTooLarge), a page that does
 // not decode, and item's.
-func (a *API) List(ctx context.Context, path string, item func(json.RawMessage) error) error {
+func (a *API) List(ctx context.Context, path string, query url.Values, item func(json.RawMessage) error) error {
 	limit, cont, total, pages, items := ListPageSize, "", 0, 0, 0
 	for {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		q := url.Values{}
+		for k, v := range query {
+			q[k] = v
+		}
+		q.Set("limit", strconv.Itoa(limit))
 		if cont != "" {
 			q.Set("continue", cont)
 		}

@@ -123,7 +123,7 @@ func TestNoRedirectFollowed(t *testing.T) {
 					!strings.Contains(err.Error(), strconv.Itoa(code)) || !strings.Contains(err.Error(), other.URL) {
 					t.Errorf("Get = %v; want unavailable, ErrRedirect, naming %d and %s", err, code, other.URL)
 				}
-				err = api.List(context.Background(), "/apis/apps/v1/deployments", func(json.RawMessage) error { return nil })
+				err = api.List(context.Background(), "/apis/apps/v1/deployments", nil, func(json.RawMessage) error { return nil })
 				if !errors.Is(err, ErrRedirect) {
 					t.Errorf("List = %v; want ErrRedirect", err)
 				}
@@ -250,7 +250,7 @@ func TestListPaged(t *testing.T) {
 			}
 			defer api.Close()
 			next := 0
-			err = api.List(context.Background(), "/api/v1/nodes", func(raw json.RawMessage) error {
+			err = api.List(context.Background(), "/api/v1/nodes", nil, func(raw json.RawMessage) error {
 				var o struct{ Metadata struct{ Name string } }
 				if err := json.Unmarshal(raw, &o); err != nil {
 					return err
@@ -305,7 +305,7 @@ func TestListBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer api.Close()
-			err = api.List(context.Background(), "/api/v1/nodes", func(json.RawMessage) error { return nil })
+			err = api.List(context.Background(), "/api/v1/nodes", nil, func(json.RawMessage) error { return nil })
 			if !errors.Is(err, fault.ErrUnavailable) || strings.Contains(fmt.Sprint(err), "unexpected end") {
 				t.Fatalf("List = %v; want unavailable", err)
 			}

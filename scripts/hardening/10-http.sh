@@ -118,7 +118,17 @@ cfg=testdata/cluster/seed-sku/config.yaml
 cat >"$srv/leaked.sh" <<'SH'
 log=$1 pat=$2; shift 2
 "$@"; rc=$?
-grep -F "$pat" "$log" | grep -qF "$SECRET" && echo "another origin received the token: $(grep -F "$pat" "$log" | grep -cF "$SECRET") requests" >&2
+n=$(grep -F "$pat" "$log" | grep -cF "$SECRET")
+[ "$n" = 0 ] || echo "another origin received the token $SECRET in $n requests" >&2
+exit $rc
+SH
+# shortlog cmd…: runs cmd and exits 99 when its stderr (what health logs
+# of node-report, one line) is over 4 KiB.
+cat >"$srv/shortlog.sh" <<'SH'
+{ err=$("$@" 2>&1 1>&3 3>&-); } 3>&1
+rc=$?
+printf '%s\n' "$err" | head -c 4096 >&2
+[ "${#err}" -gt 4096 ] && exit 99
 exit $rc
 SH
 export SECRET
@@ -133,9 +143,13 @@ kubeconfig node.yaml /http /var/lib/rancher/k3s/agent/server-ca.crt /var/lib/ran
 cp "$srv/node.yaml" "$agent/kubelet.kubeconfig"
 row "node-report, the API server answers 307 to http:// (must not count as told)" 69 -- \
   timeout -k 1 20 "$NODEPREP_CLUSTER" --root "$HROOT" node-report --kubeconfig /var/lib/rancher/k3s/agent/kubelet.kubeconfig --ready
+kubeconfig node-error.yaml /error /var/lib/rancher/k3s/agent/server-ca.crt /var/lib/rancher/k3s/agent/client-kubelet.crt /var/lib/rancher/k3s/agent/client-kubelet.key >/dev/null
+cp "$srv/node-error.yaml" "$agent/error.kubeconfig"
+row "node-report, the API server answers 500 with a 4 MB body (exit 99: its error, which health logs, over 4 KiB)" 69 -- \
+  bash "$srv/shortlog.sh" timeout -k 1 20 "$NODEPREP_CLUSTER" --root "$HROOT" node-report --kubeconfig /var/lib/rancher/k3s/agent/error.kubeconfig --ready
 kc=$(kubeconfig error.yaml /error "$srv/server.crt" "" "" "$SECRET")
-row "cluster check --kubeconfig, the API server answers 500 with a 4 MB body" 69 -- \
-  "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
+row "cluster check --kubeconfig, the API server answers 500 with a 4 MB body (exit 99: stderr over 4 KiB)" 69 -- \
+  bash "$srv/shortlog.sh" "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kc=$(kubeconfig lists.yaml /lists "$srv/server.crt" "" "" "$SECRET")
 row "cluster check --kubeconfig, 2,000 Deployments (5 MB) and 100,000 Nodes (no pool node: exit 1)" 1 -- \
   timeout -k 1 60 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"

@@ -39,7 +39,7 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), liveTimeout)
 	defer cancel()
-	live, err := cluster.ReadLive(ctx, api)
+	live, err := cluster.ReadLive(ctx, api, pool.Label)
 	if err != nil {
 		return fault.Unavailable(fmt.Errorf("cluster check --kubeconfig %s: %w", o.kubeconfig, err))
 	}

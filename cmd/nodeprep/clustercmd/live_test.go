@@ -99,12 +99,21 @@ func TestClusterCheckKubeconfigRedirect(t *testing.T) {
 // TestClusterCheckKubeconfigLargeLists: a cluster of 2,000 Deployments
 // (about 5 MB) and 100,000 Nodes (about 6 MB), each list over one
 // response's 4 MiB, is read in pages and judged: exit 1 for the pool
-// node's missing report, not 69 for a list cut short.
+// node's missing report, not 69 for a list cut short. The Nodes are
+// asked for by the pool label; the server here ignores the selector, and
+// the other 99,999 are left out all the same.
 func TestClusterCheckKubeconfigLargeLists(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
+	var mu sync.Mutex
+	var selectors []string
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, item := 0, func(int) string { return "" }
+		if r.URL.Path == "/api/v1/nodes" {
+			mu.Lock()
+			selectors = append(selectors, r.URL.Query().Get("labelSelector"))
+			mu.Unlock()
+		}
 		switch r.URL.Path {
 		case "/apis/apps/v1/deployments":
 			n, item = 2000, func(i int) string {
@@ -146,5 +155,13 @@ func TestClusterCheckKubeconfigLargeLists(t *testing.T) {
 	out, errOut, code := runGuarded(t, context.Background(), strings.NewReader(""), "--config", cfg, "cluster", "check", "--kubeconfig", kc)
 	if code != 1 || !strings.Contains(out, "node/node-099999") || !strings.Contains(out, "nodeprep health does not report to this Node") {
 		t.Errorf("exit %d, want 1 judging node-099999\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "node-000000") {
+		t.Errorf("judged Nodes outside the pool\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(selectors) != 200 || selectors[0] != "payload=task_runner" {
+		t.Errorf("%d pages of Nodes with selectors %q…; want 200 (500 a page) selecting payload=task_runner", len(selectors), selectors[:min(3, len(selectors))])
 	}
 }
