@@ -120,7 +120,8 @@ type Selection struct {
 // user that nodeprep does not support (Selection.Warnings). It never
 // quotes a field's value: a password or an exec plugin's arguments may
 // be secrets.
-func (sel *Selection) unsupported(clusterName, userName string) []string {
+// sends says what nodeprep authenticates with instead.
+func (sel *Selection) unsupported(clusterName, userName, sends string) []string {
 	var w []string
 	cl, u := sel.Cluster, sel.User
 	cw := func(cond bool, field, instead string) {
@@ -136,10 +137,10 @@ func (sel *Selection) unsupported(clusterName, userName string) []string {
 	cw(cl.InsecureSkipTLSVerify, "insecure-skip-tls-verify", "nodeprep always verifies the server's certificate (with certificate-authority, or the system's roots)")
 	cw(cl.ProxyURL != "", "proxy-url", "nodeprep connects to the server directly, through no proxy")
 	cw(cl.DisableCompression, "disable-compression", "nodeprep lets Go's HTTP client ask for gzip responses")
-	uw(u.TokenFile != "", "tokenFile", "nodeprep does not read it; it sends the token field, or the client certificate")
-	uw(u.Exec != nil, "exec", "nodeprep never runs a credential plugin; it sends the token field, or the client certificate")
-	uw(u.AuthProvider != nil, "auth-provider", "nodeprep runs no auth provider; it sends the token field, or the client certificate")
-	uw(u.Username != "" || u.Password != "", "username/password", "nodeprep sends no basic authentication; it sends the token field, or the client certificate")
+	uw(u.TokenFile != "", "tokenFile", "nodeprep does not read it; "+sends)
+	uw(u.Exec != nil, "exec", "nodeprep never runs a credential plugin; "+sends)
+	uw(u.AuthProvider != nil, "auth-provider", "nodeprep runs no auth provider; "+sends)
+	uw(u.Username != "" || u.Password != "", "username/password", "nodeprep sends no basic authentication; "+sends)
 	uw(u.Impersonate != "" || u.ImpersonateUID != "" || u.ImpersonateGroups != nil || u.ImpersonateExtra != nil,
 		"as, as-uid, as-groups, as-user-extra", "nodeprep impersonates no one; it acts as the user the credential names")
 	return w
@@ -154,7 +155,7 @@ func (sel *Selection) unsupported(clusterName, userName string) []string {
 // not an https URL, a user without a client certificate and key (a
 // token alone is not the kubelet's credential).
 func ParseKubeconfig(data []byte) (*Selection, error) {
-	sel, err := ParseAnyKubeconfig(data)
+	sel, err := parseKubeconfig(data, "it reports with the client certificate")
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +172,12 @@ func ParseKubeconfig(data []byte) (*Selection, error) {
 // ParseAnyKubeconfig is ParseKubeconfig for any user: a client
 // certificate, a bearer token, or neither (the CA alone).
 func ParseAnyKubeconfig(data []byte) (*Selection, error) {
+	return parseKubeconfig(data, "it sends the token field, or the client certificate")
+}
+
+// parseKubeconfig is ParseAnyKubeconfig; sends says, in the warnings
+// about credentials nodeprep does not use, what it sends instead.
+func parseKubeconfig(data []byte, sends string) (*Selection, error) {
 	if len(data) > bounded.MaxKubeconfig {
 		return nil, fmt.Errorf("kubeconfig is %d bytes, more than %d", len(data), bounded.MaxKubeconfig)
 	}
@@ -200,7 +207,7 @@ func ParseAnyKubeconfig(data []byte) (*Selection, error) {
 			return nil, fmt.Errorf("kubeconfig context %q names user %q, which it does not define", ctxName, c.Context.User)
 		}
 		sel.Cluster, sel.User = cl, u
-		sel.Warnings = sel.unsupported(c.Context.Cluster, c.Context.User)
+		sel.Warnings = sel.unsupported(c.Context.Cluster, c.Context.User, sends)
 		break
 	}
 	if sel == nil {

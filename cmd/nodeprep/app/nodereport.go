@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -103,6 +104,14 @@ func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodepr
 		return
 	}
 	g.log.Info("told the Node", "ready", ready, "ms", time.Since(start).Milliseconds(), "result", logText(stdout.String()))
+	// What of the kubeconfig node-report does not support (its -q
+	// keeps its own warnings off its stderr).
+	var res struct{ Warnings []string }
+	if json.Unmarshal(stdout.Bytes(), &res) == nil {
+		for _, w := range res.Warnings {
+			g.log.Warn("the kubelet's kubeconfig asks for what nodeprep does not do", "warning", logText(w))
+		}
+	}
 }
 
 // maxLogText is how much of node-report's output one log line of health

@@ -58,7 +58,13 @@ verdict and the credential go to the kubeconfig's server or nowhere).`,
 			if err != nil {
 				return fmt.Errorf("reporting to Node %s: %w", c.Node(), err)
 			}
-			return env.Print(res, func(w io.Writer) error {
+			// The warnings go into the JSON result too: health and up
+			// run node-report quietly, and log them from there.
+			out := struct {
+				*kubenode.Result `yaml:",inline"`
+				Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+			}{res, c.Warnings()}
+			return env.Print(out, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "node %s: %s=%s (%s), %s\n", res.Node, res.Condition.Type, res.Condition.Status, res.Condition.Reason, res.Label)
 				return err
 			})
