@@ -62,7 +62,7 @@ verdict and the credential go to the kubeconfig's server or nowhere).`,
 			// run node-report quietly, and log them from there.
 			out := struct {
 				*kubenode.Result `yaml:",inline"`
-				Warnings []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
+				Warnings         []string `json:"warnings,omitempty" yaml:"warnings,omitempty"`
 			}{res, c.Warnings()}
 			return env.Print(out, func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "node %s: %s=%s (%s), %s\n", res.Node, res.Condition.Type, res.Condition.Status, res.Condition.Reason, res.Label)
