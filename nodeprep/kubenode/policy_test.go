@@ -19,6 +19,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -316,4 +317,28 @@ func TestListBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzOneLine: whatever an error body holds, OneLine gives one line of
+// valid UTF-8 (when the body is), without control characters, at most
+// max bytes of the body and the note of what was cut.
+func FuzzOneLine(f *testing.F) {
+	f.Add("nodes \"gpu-1\" is forbidden\n", 10, false)
+	f.Add(strings.Repeat("é", 300), 401, true)
+	f.Add("\x00\x1b[31mred\x7f", 3, false)
+	f.Fuzz(func(t *testing.T, s string, max int, more bool) {
+		if max < 0 || max > 1<<16 {
+			return
+		}
+		got := OneLine(s, max, more)
+		if strings.ContainsFunc(got, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			t.Errorf("OneLine(%q) = %q holds a control character", s, got)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(got) {
+			t.Errorf("OneLine(%q) = %q is not valid UTF-8", s, got)
+		}
+		if len(got) > max+len(" … (99999999999 bytes more and the rest unread)") {
+			t.Errorf("OneLine(%d bytes, %d) = %d bytes", len(s), max, len(got))
+		}
+	})
 }

@@ -134,40 +134,40 @@ SH
 export SECRET
 
 kc=$(kubeconfig redirect-http.yaml /http "$srv/server.crt" "" "" "$SECRET")
-row "cluster check --kubeconfig, the API server answers 307 to http:// on another port (token leaves: \$SECRET seen)" 69 -- \
+row "cluster check --kubeconfig: the API server answers 307 to http:// on another port (the token received there is a secret seen)" 69 -- \
   bash "$srv/leaked.sh" "$srv/http.log" /http/ "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kc=$(kubeconfig redirect-https.yaml /https "$srv/server.crt" "" "" "$SECRET")
-row "cluster check --kubeconfig, the API server answers 307 to https:// on another port (token leaves: \$SECRET seen)" 69 -- \
+row "cluster check --kubeconfig: the API server answers 307 to https:// on another port (the token received there is a secret seen)" 69 -- \
   bash "$srv/leaked.sh" "$srv/https.log" /https/ "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kubeconfig node.yaml /http /var/lib/rancher/k3s/agent/server-ca.crt /var/lib/rancher/k3s/agent/client-kubelet.crt /var/lib/rancher/k3s/agent/client-kubelet.key >/dev/null
 cp "$srv/node.yaml" "$agent/kubelet.kubeconfig"
-row "node-report, the API server answers 307 to http:// (must not count as told)" 69 -- \
+row "node-report (health's Node report): the API server answers 307 to http:// (exit 0: told another origin)" 69 -- \
   timeout -k 1 20 "$NODEPREP_CLUSTER" --root "$HROOT" node-report --kubeconfig /var/lib/rancher/k3s/agent/kubelet.kubeconfig --ready
 kubeconfig node-error.yaml /error /var/lib/rancher/k3s/agent/server-ca.crt /var/lib/rancher/k3s/agent/client-kubelet.crt /var/lib/rancher/k3s/agent/client-kubelet.key >/dev/null
 cp "$srv/node-error.yaml" "$agent/error.kubeconfig"
-row "node-report, the API server answers 500 with a 4 MB body (exit 99: its error, which health logs, over 4 KiB)" 69 -- \
+row "node-report (health's Node report): the API server answers 500 with a 4 MB body (exit 99: the error health logs is over 4 KiB)" 69 -- \
   bash "$srv/shortlog.sh" timeout -k 1 20 "$NODEPREP_CLUSTER" --root "$HROOT" node-report --kubeconfig /var/lib/rancher/k3s/agent/error.kubeconfig --ready
 kc=$(kubeconfig error.yaml /error "$srv/server.crt" "" "" "$SECRET")
-row "cluster check --kubeconfig, the API server answers 500 with a 4 MB body (exit 99: stderr over 4 KiB)" 69 -- \
+row "cluster check --kubeconfig: the API server answers 500 with a 4 MB body (exit 99: stderr over 4 KiB)" 69 -- \
   bash "$srv/shortlog.sh" "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kc=$(kubeconfig lists.yaml /lists "$srv/server.crt" "" "" "$SECRET")
-row "cluster check --kubeconfig, 2,000 Deployments (5 MB) and 100,000 Nodes (no pool node: exit 1)" 1 -- \
+row "cluster check --kubeconfig: 2,000 Deployments (5 MB) and 100,000 Nodes (8 MB), served in pages (none in the pool: exit 1)" 1 -- \
   timeout -k 1 60 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kc=$(kubeconfig ca-zero.yaml /http /dev/zero "" "" "$SECRET")
-row "cluster check --kubeconfig, certificate-authority: /dev/zero" 65 -- \
+row "cluster check --kubeconfig: certificate-authority: /dev/zero" 65 -- \
   timeout -k 1 20 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 kc=$(kubeconfig cert-urandom.yaml /http "$srv/server.crt" /dev/urandom /dev/urandom)
-row "cluster check --kubeconfig, client-certificate: /dev/urandom" 65 -- \
+row "cluster check --kubeconfig: client-certificate: /dev/urandom" 65 -- \
   timeout -k 1 20 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 mkfifo "$srv/fifo.yaml"
-row "cluster check --kubeconfig, the kubeconfig is a FIFO no one writes" 65 -- \
+row "cluster check --kubeconfig: the kubeconfig is a FIFO no one writes" 65 -- \
   timeout -k 1 20 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$srv/fifo.yaml"
 mkfifo "$srv/ca.fifo"
 kc=$(kubeconfig ca-fifo.yaml /http "$srv/ca.fifo" "" "" "$SECRET")
-row "cluster check --kubeconfig, certificate-authority: a FIFO no one writes" 65 -- \
+row "cluster check --kubeconfig: certificate-authority: a FIFO no one writes" 65 -- \
   timeout -k 1 20 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$kc"
 truncate -s 1G "$srv/huge.yaml"
-row "cluster check --kubeconfig, a 1 GiB (sparse) kubeconfig" 65 -- \
+row "cluster check --kubeconfig: a 1 GiB (sparse) kubeconfig" 65 -- \
   timeout -k 1 20 "$NODEPREP" --config "$cfg" cluster check --kubeconfig "$srv/huge.yaml"
 kill "$srv_pid" 2>/dev/null || true
 wait "$srv_pid" 2>/dev/null || true
