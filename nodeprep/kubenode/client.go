@@ -74,13 +74,13 @@ type Client struct {
 // returns a Client for the node its client certificate names. The
 // kubeconfig is read with bounded.MaxKubeconfig's limit, the files it
 // names with bounded.MaxPEM's; neither is waited on when it is not a
-// regular file. Errors: fault.ErrUnavailable
-// when the kubeconfig does not exist (the node has never registered) or a
-// file it names cannot be read; fault.ErrMalformed for a file that is not
-// a regular file (bounded.ErrNotRegular) or is over the limit
-// (bounded.ErrTooLarge), a kubeconfig ParseKubeconfig refuses, PEM that
-// does not parse, and a certificate that is not a kubelet's (see
-// NodeName).
+// regular file. What of the kubeconfig nodeprep does not support is in
+// the client's Warnings. Errors: fault.ErrUnavailable when the kubeconfig
+// does not exist (the node has never registered) or a file it names
+// cannot be read; fault.ErrMalformed for a file that is not a regular
+// file (bounded.ErrNotRegular) or is over the limit (bounded.ErrTooLarge),
+// a kubeconfig ParseKubeconfig refuses, PEM that does not parse, and a
+// certificate that is not a kubelet's (see NodeName).
 func Load(root *hostfs.Root, file string) (*Client, error) {
 	cred, warnings, err := loadCredential(file, root.ReadFile, ParseKubeconfig)
 	if err != nil {
@@ -361,9 +361,11 @@ type Taint struct {
 // (conditions merge on type, so the kubelet's own stay as they are), then
 // nodes/<name> with a JSON merge patch of the one label. The transition
 // time moves only when the status changes. Errors (fault.ErrUnavailable):
-// the API server cannot be reached, refuses the credential, or answers a
+// the API server cannot be reached, refuses the credential, answers with
+// a redirect (ErrRedirect: the report is not sent on, so it did not
+// reach the kubeconfig's server and is not delivered), or answers a
 // request with anything but success; the error names the request and
-// carries the server's message.
+// carries the start of the server's message (APIError).
 func (c *Client) Report(ctx context.Context, h Health) (*Result, error) {
 	var node NodeObject
 	if err := c.do(ctx, http.MethodGet, c.nodePath(""), "", nil, &node); err != nil {
