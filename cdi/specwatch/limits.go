@@ -46,7 +46,7 @@ func LimitError(op string, err error) error {
 	switch {
 	case errors.Is(err, unix.EMFILE):
 		if open, max, ok := descriptors(); ok && open+1 >= max {
-			return fmt.Errorf("%s: %w: this process's open files are used up (%d of its RLIMIT_NOFILE %d): raise LimitNOFILE= of its unit or ulimit -n: %w", op, ErrLimit, open, max, err)
+			return &limitError{msg: fmt.Sprintf("%s: %v: this process's open files are used up (%d of its RLIMIT_NOFILE %d): raise LimitNOFILE= of its unit, or ulimit -n", op, err, open, max), err: err}
 		}
 		l = limitInstances
 	case errors.Is(err, unix.ENFILE):
@@ -56,16 +56,26 @@ func LimitError(op string, err error) error {
 	default:
 		return err
 	}
-	value := sysctl(l.sysctl)
-	msg := fmt.Sprintf("%s: %s: %s is %s", op, l.what, l.sysctl, value)
+	value, binding := sysctl(l.sysctl), l.sysctl
+	msg := fmt.Sprintf("%s: %v: %s: %s is %s", op, err, l.what, l.sysctl, value)
 	if l.userns != "" {
 		if v := sysctl(l.userns); v != "unknown" && v != value && lower(v, value) {
-			msg += fmt.Sprintf(" (and %s, this user namespace's own limit, is %s)", l.userns, v)
+			msg += fmt.Sprintf(" and %s, this user namespace's own limit, is %s", l.userns, v)
+			binding = l.userns
 		}
 	}
-	msg += fmt.Sprintf(": raise it (sysctl -w %s=<more>; on NixOS boot.kernel.sysctl.%q), or stop %s", l.sysctl, l.sysctl, l.consumer)
-	return fmt.Errorf("%s: %w: %w", msg, ErrLimit, err)
+	msg += fmt.Sprintf(": raise %s (sysctl -w %s=<more>; on NixOS boot.kernel.sysctl.%q), or stop %s", binding, binding, binding, l.consumer)
+	return &limitError{msg: msg, err: err}
 }
+
+// limitError is LimitError's error: its message, and the errno.
+type limitError struct {
+	msg string
+	err error
+}
+
+func (e *limitError) Error() string   { return e.msg }
+func (e *limitError) Unwrap() []error { return []error{ErrLimit, e.err} }
 
 // sysctl reads a sysctl's value ("fs.inotify.max_user_watches"), or
 // "unknown".

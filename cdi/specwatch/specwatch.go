@@ -493,7 +493,12 @@ func (wt *watcher) arm() error {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			errs = append(errs, fmt.Errorf("watching CDI spec directory %s: %w", p, LimitError("inotify_add_watch", err)))
+			err = fmt.Errorf("watching CDI spec directory %s: %w", p, LimitError("inotify_add_watch", err))
+			if errors.Is(err, ErrLimit) {
+				wt.dirs, wt.anchors = dirs, anchors
+				return err // the next would say the same
+			}
+			errs = append(errs, err)
 			continue
 		}
 		wt.watched[p] = id

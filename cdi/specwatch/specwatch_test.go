@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -426,5 +429,29 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLimitError: the errnos of inotify's limits name the limit, its
+// sysctl with the value the kernel reports and the fix, and keep the
+// errno; any other error is left as it is.
+func TestLimitError(t *testing.T) {
+	for _, tc := range []struct {
+		op     string
+		errno  unix.Errno
+		sysctl string
+	}{
+		{"inotify_init1", unix.EMFILE, "fs.inotify.max_user_instances"},
+		{"inotify_add_watch", unix.ENOSPC, "fs.inotify.max_user_watches"},
+		{"inotify_init1", unix.ENFILE, "fs.file-max"},
+	} {
+		err := LimitError(tc.op, tc.errno)
+		want := tc.sysctl + " is " + sysctl(tc.sysctl) + ":"
+		if !errors.Is(err, ErrLimit) || !errors.Is(err, tc.errno) || !strings.HasPrefix(err.Error(), tc.op+": ") || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "sysctl -w ") {
+			t.Errorf("LimitError(%s, %v) = %v, want the errno, ErrLimit and %q", tc.op, tc.errno, err, want)
+		}
+	}
+	if err := LimitError("inotify_add_watch", unix.EACCES); err != unix.EACCES {
+		t.Errorf("EACCES: %v", err)
 	}
 }

@@ -23,6 +23,12 @@ import (
 // is not given. A missing default file means defaults.
 const DefaultPath = "/etc/nodeprep/config.yaml"
 
+// MaxWait is the longest wait for another nodeprep's lock that the
+// config's wait and --wait may ask for: an up run takes seconds (its
+// self-test at most selftest.timeout), so a wait of more than an hour is a
+// typo that would leave a boot or a re-patch hanging.
+const MaxWait = time.Hour
+
 // Config is the config file (/etc/nodeprep/config.yaml): YAML, unknown keys
 // rejected. Every field has a command-line flag that overrides it; the
 // README's "Config file" section lists both. The zero value of a field
@@ -34,7 +40,9 @@ type Config struct {
 	Selftest SelftestConfig `yaml:"selftest" json:"selftest"` // the `selftest:` section
 	Up       UpConfig       `yaml:"up" json:"up"`             // the `up:` section
 	Cluster  ClusterConfig  `yaml:"cluster" json:"cluster"`   // the `cluster:` section (cluster render/check)
-	// Wait is how long to wait for another nodeprep's lock (0: fail at once).
+	// Wait is how long to wait for another nodeprep's lock, 0 to MaxWait
+	// (0 or absent: the command's default, which is to fail at once for
+	// all but cdi watch, whose passes wait 30 s).
 	Wait time.Duration `yaml:"wait" json:"wait"`
 }
 
@@ -287,8 +295,8 @@ func (c Config) Validate() error {
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))
 	}
-	if c.Wait < 0 {
-		errs = append(errs, fmt.Errorf("wait is %s, want 0 or more", c.Wait))
+	if c.Wait < 0 || c.Wait > MaxWait {
+		errs = append(errs, fmt.Errorf("wait is %s, want 0 to %s (0 or absent: the command's default)", c.Wait, MaxWait))
 	}
 	return errors.Join(errs...)
 }
