@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"reflect"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -28,6 +29,20 @@ const DefaultPath = "/etc/nodeprep/config.yaml"
 // self-test at most selftest.timeout), so a wait of more than an hour is a
 // typo that would leave a boot or a re-patch hanging.
 const MaxWait = time.Hour
+
+// ShortDuration is d as time.Duration.String writes it, without the zero
+// minutes and seconds it ends in ("1h", "1h30m", "10s"): the way a bound is
+// written in a message, as it would be typed.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // Config is the config file (/etc/nodeprep/config.yaml): YAML, unknown keys
 // rejected. Every field has a command-line flag that overrides it; the
@@ -296,7 +311,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))
 	}
 	if c.Wait < 0 || c.Wait > MaxWait {
-		errs = append(errs, fmt.Errorf("wait is %s, want 0 to %s (0 or absent: the command's default)", c.Wait, MaxWait))
+		errs = append(errs, fmt.Errorf("wait is %s, want 0 to %s (0 or absent: the command's default)", c.Wait, ShortDuration(MaxWait)))
 	}
 	return errors.Join(errs...)
 }

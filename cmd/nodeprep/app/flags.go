@@ -62,7 +62,7 @@ func checkFlags(fs *pflag.FlagSet) error {
 	}
 	if f := fs.Lookup("wait"); f != nil && f.Changed {
 		if d, err := time.ParseDuration(f.Value.String()); err != nil || d < 0 || d > config.MaxWait {
-			errs = append(errs, fmt.Errorf("--wait %s: want a duration from 0 to %s, such as 30s", f.Value.String(), config.MaxWait))
+			errs = append(errs, fmt.Errorf("--wait %s: want a duration from 0 to %s, such as 30s", f.Value.String(), config.ShortDuration(config.MaxWait)))
 		}
 	}
 	if f := fs.Lookup("settle"); f != nil && f.Changed {

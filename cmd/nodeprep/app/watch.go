@@ -59,7 +59,7 @@ names the sysctl, its value and the fix, and exits 69.`,
 	o.specFlags.add(cmd)
 	o.outputs.add(cmd)
 	cmd.Flags().DurationVar(&o.settle, "settle", specwatch.DefaultSettle, fmt.Sprintf("quiet time after the last event before a pass (%s to %s)", specwatch.MinSettle, specwatch.MaxSettle))
-	cmd.Flags().DurationVar(&o.wait, "wait", defaultWatchWait, fmt.Sprintf("how long each pass waits for another nodeprep's lock (up, health), 0 to %s; the config's wait, when not 0, replaces the default", config.MaxWait))
+	cmd.Flags().DurationVar(&o.wait, "wait", defaultWatchWait, fmt.Sprintf("how long each pass waits for another nodeprep's lock (up, health), 0 to %s; the config's wait, when not 0, replaces the default", config.ShortDuration(config.MaxWait)))
 	return cmd
 }
 

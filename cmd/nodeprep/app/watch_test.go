@@ -24,10 +24,10 @@ func TestWatchDurations(t *testing.T) {
 		{[]string{"--settle", "-5s"}, "", ExitUsage, "--settle -5s: -5s is out of range: want 1ms to 10s"},
 		{[]string{"--settle", "0s"}, "", ExitUsage, "--settle 0s"},
 		{[]string{"--settle", "1000h"}, "", ExitUsage, "--settle 1000h0m0s: 1000h0m0s is out of range: want 1ms to 10s"},
-		{[]string{"--wait", "-1s"}, "", ExitUsage, "--wait -1s: want a duration from 0 to 1h0m0s"},
-		{[]string{"--wait", "1000h"}, "", ExitUsage, "--wait 1000h0m0s: want a duration from 0 to 1h0m0s"},
-		{nil, "wait: 1000h\n", ExitMalformed, "wait is 1000h0m0s, want 0 to 1h0m0s"},
-		{nil, "wait: -5s\n", ExitMalformed, "wait is -5s, want 0 to 1h0m0s"},
+		{[]string{"--wait", "-1s"}, "", ExitUsage, "--wait -1s: want a duration from 0 to 1h"},
+		{[]string{"--wait", "1000h"}, "", ExitUsage, "--wait 1000h0m0s: want a duration from 0 to 1h"},
+		{nil, "wait: 1000h\n", ExitMalformed, "wait is 1000h0m0s, want 0 to 1h"},
+		{nil, "wait: -5s\n", ExitMalformed, "wait is -5s, want 0 to 1h"},
 	} {
 		t.Run(strings.Join(tc.args, " ")+tc.config, func(t *testing.T) {
 			t.Parallel()
