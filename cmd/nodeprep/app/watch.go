@@ -177,7 +177,7 @@ func (o *cdiWatchOptions) report(g *globals, l watchLine) {
 	case l.Initial:
 		what += " (at start)"
 	case l.Rearmed:
-		what += " after a spec directory was replaced"
+		what += " after a spec directory or the path to it changed"
 	case len(l.Trigger) > 0:
 		what += fmt.Sprintf(" after %v changed", l.Trigger)
 	}
