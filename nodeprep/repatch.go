@@ -78,7 +78,9 @@ func (r *RepatchResult) Changed() bool { return len(r.Wrote) > 0 || r.StatusWrit
 // ApplyPatch (nothing written), a spec that keeps changing under it
 // (cdi.ErrSpecChanged after repatchTries plans), and the outputs' writes
 // (fault.ErrCantWrite). A view whose findings are errors is not an error:
-// it is the report's verdict, and Report.Err is set.
+// it is the report's verdict, and Report.Err is set. A named spec that is
+// gone is both (specGone): the read error is returned with a result whose
+// report says not ready.
 func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*RepatchResult, error) {
 	opts.Now, opts.Log = defaults(opts.Now, opts.Log)
 	start := opts.Now()
@@ -97,6 +99,9 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	res := &RepatchResult{Wrote: []string{}}
 	var err error
 	if res.Patch, res.Wrote, res.Files, res.Retries, err = patchView(ctx, host, copts, opts.Log); err != nil {
+		if prev != nil && errors.Is(err, fs.ErrNotExist) && !host.Exists(copts.Spec) {
+			return specGone(host, prev, err, opts, start)
+		}
 		return nil, err
 	}
 	if prev == nil {
@@ -116,6 +121,29 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	}
 	res.StatusWritten = true
 	return res, nil
+}
+
+// specGone is a re-patch's result when the spec `up` patched (opts.CDI.Spec)
+// does not exist any more, removed or a link to nothing, and there is a
+// status report: the cdi stage fails with err, the read error health gives
+// for the same spec, so status.json and nodeprep_ready turn not ready now,
+// naming the spec, rather than at the next health run. The status and
+// metrics are written when the verdict changed. It returns the result
+// (Patch nil, Report set) and err, or the write's error.
+func specGone(host *hostfs.Root, prev *Report, err error, opts RepatchOptions, start time.Time) (*RepatchResult, error) {
+	st := StageResult{Name: StageCDI, Status: StatusFailed, Summary: opts.CDI.Spec + " not patched: it is gone", Reasons: []string{err.Error()}}
+	st.DurationMS = ms(opts.Now().Sub(start))
+	rep := rejudge(prev, st, opts, start)
+	rep.CDI, rep.FilesChanged = nil, []string{}
+	res := &RepatchResult{Wrote: []string{}, Report: rep}
+	if rep.Ready == prev.Ready && rep.Verdict == prev.Verdict && slices.Equal(stageReasons(rep, StageCDI), stageReasons(prev, StageCDI)) {
+		return res, err // said already
+	}
+	if werr := (statusFiles{host: host, status: opts.StatusFile, metrics: opts.MetricsFile, now: opts.Now}).write(rep); werr != nil {
+		return res, errors.Join(err, werr)
+	}
+	res.StatusWritten = true
+	return res, err
 }
 
 // lastReport reads the status file's report (ReadStatus); nil when there

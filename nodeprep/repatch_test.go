@@ -3,6 +3,8 @@ package nodeprep
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -159,6 +161,46 @@ func TestRepatch(t *testing.T) {
 	}
 	if res.Report.Ready || !strings.Contains(res.Report.Verdict, "the last nodeprep up left the node not ready") {
 		t.Errorf("boot not ready: ready %v, verdict %q", res.Report.Ready, res.Report.Verdict)
+	}
+}
+
+// TestRepatchSpecGone: the spec up patched is removed after boot: the
+// re-patch turns the status and the metric not ready at once, naming the
+// spec and why (what health says of it), says it only once, and the node
+// is ready again when the generator writes the spec back.
+func TestRepatchSpecGone(t *testing.T) {
+	host := testkit.HostTree(t, "nixos-h200")
+	bootStatus(t, host, true)
+	ctx := context.Background()
+	if _, err := Repatch(ctx, host, repatchOptions()); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := host.Path(cdi.DefaultSpecPath)
+	saved, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(spec)
+	res, err := Repatch(ctx, host, repatchOptions())
+	if !errors.Is(err, fs.ErrNotExist) || res == nil || !res.StatusWritten {
+		t.Fatalf("with the spec gone: err %v, result %+v", err, res)
+	}
+	s := readStatus(t, host, "/run/nodeprep/status.json")
+	if s.Ready || !strings.Contains(s.Verdict, cdi.DefaultSpecPath) || !strings.Contains(s.Verdict, "no such file") {
+		t.Errorf("status with the spec gone: ready %v, verdict %q", s.Ready, s.Verdict)
+	}
+	prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom", bounded.MaxStatus)
+	if !strings.Contains(string(prom), "nodeprep_ready 0") || !strings.Contains(string(prom), `nodeprep_stage_ok{stage="cdi"} 0`) {
+		t.Errorf("metrics with the spec gone:\n%s", prom)
+	}
+	if res, _ := Repatch(ctx, host, repatchOptions()); res == nil || res.StatusWritten {
+		t.Errorf("a second pass with the spec still gone rewrote the status: %+v", res)
+	}
+	if err := os.WriteFile(spec, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Repatch(ctx, host, repatchOptions()); err != nil || !res.Report.Ready || !res.StatusWritten {
+		t.Errorf("with the spec back: err %v, ready %v", err, res != nil && res.Report != nil && res.Report.Ready)
 	}
 }
 

@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -260,5 +263,156 @@ func linkStorePluginSpec(t *testing.T, root string) {
 	}
 	if err := os.Symlink("../../"+store+"/k8s.device-plugin.nvidia.com-gpu.json", filepath.Join(root, "etc/cdi/k8s.device-plugin.nvidia.com-gpu.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// upForWatch copies nixos-h200, runs `up` on it with the metrics file
+// and returns the root: a node the watch keeps current.
+func upForWatch(t *testing.T) string {
+	t.Helper()
+	icd, egl := lavapipe(t)
+	root := hostCopy(t, "nixos-h200")
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--metrics-file", "/run/nodeprep/nodeprep.prom"); r.code != 0 {
+		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	return root
+}
+
+// TestWatchRepatchesWhenTheLockIsFreed: the device plugin rewrites its spec
+// while another nodeprep (health, up) holds the lock, taken here with the
+// lock code nodeprep uses. With the config's "wait: 0s" (the documented
+// default file) and no --wait, the pass waits for the lock (cdi watch's own
+// default, 30 s); with --wait 0 it fails and is run again. Either way the
+// spec is patched once the lock is freed and the status says so.
+func TestWatchRepatchesWhenTheLockIsFreed(t *testing.T) {
+	plugin, err := os.ReadFile(filepath.Join(testkit.Testdata(t, "hosts", "plugin-kind"), "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		failed bool // a pass fails while the lock is held
+	}{
+		{"the config's wait: 0s and no --wait", nil, false},
+		{"--wait 0", []string{"--wait", "0"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := upForWatch(t)
+			if err := os.MkdirAll(filepath.Join(root, "etc/nodeprep"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "etc/nodeprep/config.yaml"), []byte("up:\n  metricsFile: /run/nodeprep/nodeprep.prom\nwait: 0s\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			passes := startWatch(t, root, tc.args...)
+			nextPass(t, passes, "at start", func(p watchPass) bool { return p.Initial })
+
+			host, err := hostfs.New(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unlock, err := host.Lock(context.Background(), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeAtomic(t, filepath.Join(root, "run/cdi/k8s.device-plugin.nvidia.com-gpu.json"), plugin)
+			if tc.failed {
+				p := nextPass(t, passes, "failing on the held lock", func(p watchPass) bool { return p.Err != "" })
+				if !strings.Contains(p.Err, "held by another nodeprep") {
+					t.Errorf("the pass under the lock failed with %q", p.Err)
+				}
+			} else {
+				time.Sleep(300 * time.Millisecond) // the pass waits for the lock meanwhile
+			}
+			if hasGraphicsMounts(t, root, pluginSpec) {
+				t.Fatal("the spec was patched while the lock was held")
+			}
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+			p := nextPass(t, passes, "re-patching once the lock is freed", func(p watchPass) bool { return len(p.Wrote) > 0 })
+			if !slices.Contains(p.Wrote, pluginSpec) || p.Ready == nil || !*p.Ready {
+				t.Errorf("pass = %+v, want the plugin's spec written and the node ready", p)
+			}
+			if !hasGraphicsMounts(t, root, pluginSpec) {
+				t.Errorf("%s is not patched", pluginSpec)
+			}
+			data, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json"))
+			if s := readStatus(t, root); !s.Ready || !strings.Contains(string(data), pluginSpec) || !strings.Contains(string(data), `"command": "cdi patch"`) {
+				t.Errorf("status.json is not the re-patch's report naming %s:\n%.600s", pluginSpec, data)
+			}
+		})
+	}
+}
+
+// TestWatchSpecDeleted: the spec `up` patched is removed after boot: the
+// watch turns status.json and nodeprep_ready not ready at once, naming
+// the spec, and ready again when the generator writes it back.
+func TestWatchSpecDeleted(t *testing.T) {
+	root := upForWatch(t)
+	passes := startWatch(t, root, "--metrics-file", "/run/nodeprep/nodeprep.prom")
+	nextPass(t, passes, "at start", func(p watchPass) bool { return p.Initial })
+	spec := filepath.Join(root, "run/cdi/nvidia-container-toolkit.json")
+	saved, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	p := nextPass(t, passes, "turning the node not ready", func(p watchPass) bool { return p.Ready != nil && !*p.Ready })
+	if !strings.Contains(p.Verdict, "/var/run/cdi/nvidia-container-toolkit.json") {
+		t.Errorf("verdict %q does not name the spec", p.Verdict)
+	}
+	if s := readStatus(t, root); s.Ready || !strings.Contains(s.Verdict, "nvidia-container-toolkit.json") {
+		t.Errorf("status = %+v, want not ready naming the spec", s)
+	}
+	prom, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/nodeprep.prom"))
+	if !strings.Contains(string(prom), "nodeprep_ready 0") {
+		t.Errorf("metrics with the spec gone:\n%s", prom)
+	}
+	writeAtomic(t, spec, saved)
+	nextPass(t, passes, "ready again", func(p watchPass) bool { return p.Ready != nil && *p.Ready })
+	if s := readStatus(t, root); !s.Ready {
+		t.Errorf("status with the spec back = %+v", s)
+	}
+}
+
+// TestWatchInotifyLimits: cdi watch run where inotify's limits are used
+// up exits 69 naming the limit, its sysctl and value, and the fix. The
+// limits are lowered in a user namespace of the watch's own
+// (user.max_inotify_instances and user.max_inotify_watches are per user
+// namespace and bound its processes as the host's fs.inotify.* do), so
+// the host's limits are not touched.
+func TestWatchInotifyLimits(t *testing.T) {
+	bin := testkit.Binary(t)
+	root := hostCopy(t, "nixos-h200")
+	for _, tc := range []struct {
+		sysctl string // the user namespace's limit set to 0
+		want   string
+	}{
+		{"max_inotify_instances", "fs.inotify.max_user_instances is "},
+		{"max_inotify_watches", "fs.inotify.max_user_watches is "},
+	} {
+		t.Run(tc.sysctl, func(t *testing.T) {
+			cmd := exec.Command("/bin/sh", "-c", "echo 0 > /proc/sys/user/"+tc.sysctl+" && exec \"$@\"", "sh", bin, "cdi", "watch", "--root", root)
+			cmd.SysProcAttr = &syscall.SysProcAttr{
+				Cloneflags:  syscall.CLONE_NEWUSER,
+				UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+				GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Skipf("no user namespace to lower the limit in: %v", err)
+			}
+			if ee.ExitCode() != 69 || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "sysctl -w") || !strings.Contains(stderr.String(), "user."+tc.sysctl+", this user namespace's own limit, is 0") || !strings.Contains(stderr.String(), "sysctl -w user."+tc.sysctl) {
+				t.Errorf("exit %d, want 69 naming %q, its value and the fix; stderr:\n%s", ee.ExitCode(), tc.want, stderr.String())
+			}
+		})
 	}
 }

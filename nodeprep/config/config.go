@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"reflect"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -23,6 +24,26 @@ import (
 // is not given. A missing default file means defaults.
 const DefaultPath = "/etc/nodeprep/config.yaml"
 
+// MaxWait is the longest wait for another nodeprep's lock that the
+// config's wait and --wait may ask for: an up run takes seconds (its
+// self-test at most selftest.timeout), so a wait of more than an hour is a
+// typo that would leave a boot or a re-patch hanging.
+const MaxWait = time.Hour
+
+// ShortDuration is d as time.Duration.String writes it, without the zero
+// minutes and seconds it ends in ("1h", "1h30m", "10s"): the way a bound is
+// written in a message, as it would be typed.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // Config is the config file (/etc/nodeprep/config.yaml): YAML, unknown keys
 // rejected. Every field has a command-line flag that overrides it; the
 // README's "Config file" section lists both. The zero value of a field
@@ -34,7 +55,9 @@ type Config struct {
 	Selftest SelftestConfig `yaml:"selftest" json:"selftest"` // the `selftest:` section
 	Up       UpConfig       `yaml:"up" json:"up"`             // the `up:` section
 	Cluster  ClusterConfig  `yaml:"cluster" json:"cluster"`   // the `cluster:` section (cluster render/check)
-	// Wait is how long to wait for another nodeprep's lock (0: fail at once).
+	// Wait is how long to wait for another nodeprep's lock, 0 to MaxWait
+	// (0 or absent: the command's default, which is to fail at once for
+	// all but cdi watch, whose passes wait 30 s).
 	Wait time.Duration `yaml:"wait" json:"wait"`
 }
 
@@ -287,8 +310,8 @@ func (c Config) Validate() error {
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))
 	}
-	if c.Wait < 0 {
-		errs = append(errs, fmt.Errorf("wait is %s, want 0 or more", c.Wait))
+	if c.Wait < 0 || c.Wait > MaxWait {
+		errs = append(errs, fmt.Errorf("wait is %s, want 0 to %s (0 or absent: the command's default)", c.Wait, ShortDuration(MaxWait)))
 	}
 	return errors.Join(errs...)
 }

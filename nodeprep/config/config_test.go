@@ -119,3 +119,12 @@ func TestParseConfigNoGoTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestShortDuration: bounds as they are typed.
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "1h", 90 * time.Minute: "1h30m", 10 * time.Second: "10s", 2 * time.Minute: "2m", time.Millisecond: "1ms", 1000 * time.Hour: "1000h", time.Hour + time.Second: "1h0m1s"} {
+		if got := ShortDuration(d); got != want {
+			t.Errorf("ShortDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

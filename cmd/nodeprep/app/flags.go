@@ -6,9 +6,12 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/cdi/specwatch"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
@@ -57,8 +60,19 @@ func checkFlags(fs *pflag.FlagSet) error {
 	if f := fs.Lookup("arch"); f != nil && f.Changed && !slices.Contains(knownArches, f.Value.String()) {
 		errs = append(errs, fmt.Errorf("--arch %q: want one of %s", f.Value.String(), strings.Join(knownArches, ", ")))
 	}
-	if f := fs.Lookup("wait"); f != nil && f.Changed && strings.HasPrefix(f.Value.String(), "-") {
-		errs = append(errs, fmt.Errorf("--wait %s: want a duration of 0 or more, such as 30s", f.Value.String()))
+	if f := fs.Lookup("wait"); f != nil && f.Changed {
+		if d, err := time.ParseDuration(f.Value.String()); err != nil || d < 0 || d > config.MaxWait {
+			errs = append(errs, fmt.Errorf("--wait %s: want a duration from 0 to %s, such as 30s", f.Value.String(), config.ShortDuration(config.MaxWait)))
+		}
+	}
+	if f := fs.Lookup("settle"); f != nil && f.Changed {
+		d, err := time.ParseDuration(f.Value.String())
+		if err == nil {
+			err = specwatch.CheckSettle(d)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--settle %s: %w", f.Value.String(), err))
+		}
 	}
 	if f := fs.Lookup("drop-in"); f != nil && f.Changed {
 		if err := k3s.CheckDropInName(f.Value.String()); err != nil {

@@ -3,15 +3,20 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/cdi/specwatch"
 	"github.com/nodeprep/nodeprep/nodeprep"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
 type cdiWatchOptions struct {
@@ -37,9 +42,15 @@ and the metrics when a spec or the verdict changed, so nodeprep_ready turns
 It is the trigger of the NixOS module's path unit (PathChanged= on each
 spec directory, which runs 'cdi patch --changes-only'), run as one process:
 events within --settle make one pass, an event during a pass starts another
-after it, and the event of its own write starts none. It prints one line
-per pass that wrote a spec or changed the verdict, with the time from the
-first event to the spec on disk (docs/runtime-view.md, "After boot").`,
+after it, and the event of its own write starts none. A pass that could not
+run (the lock held past --wait, a write that failed) runs again after 0.1 s,
+doubling to 5 s, at most 10 times. A spec directory removed and made again,
+or replaced by a link to another directory, is watched again and looked at
+whole. When the spec nodeprep patched is removed, the status turns not
+ready, naming it. It prints one line per pass that wrote a spec or changed
+the verdict, with the time from the first event to the spec on disk
+(docs/runtime-view.md, "After boot"). When an inotify limit stops it, it
+names the sysctl, its value and the fix, and exits 69.`,
 		Example: `  nodeprep cdi watch
   nodeprep cdi watch --spec-dir /etc/cdi --spec-dir /var/run/cdi -v`,
 		Args: noArgs,
@@ -47,9 +58,34 @@ first event to the spec on disk (docs/runtime-view.md, "After boot").`,
 	}
 	o.specFlags.add(cmd)
 	o.outputs.add(cmd)
-	cmd.Flags().DurationVar(&o.settle, "settle", specwatch.DefaultSettle, "quiet time after the last event before a pass")
-	cmd.Flags().DurationVar(&o.wait, "wait", 30*time.Second, "how long each pass waits for another nodeprep's lock (up, health)")
+	cmd.Flags().DurationVar(&o.settle, "settle", specwatch.DefaultSettle, fmt.Sprintf("quiet time after the last event before a pass (%s to %s)", specwatch.MinSettle, specwatch.MaxSettle))
+	cmd.Flags().DurationVar(&o.wait, "wait", defaultWatchWait, fmt.Sprintf("how long each pass waits for another nodeprep's lock (up, health), 0 to %s; the config's wait, when not 0, replaces the default", config.ShortDuration(config.MaxWait)))
 	return cmd
+}
+
+// defaultWatchWait is how long a pass of cdi watch waits for the lock
+// when neither --wait nor the config's wait says: an up or health run
+// takes about a second, and 10 when the API server hangs.
+const defaultWatchWait = 30 * time.Second
+
+// watchWait is the lock wait of a pass: --wait when given, else the
+// config's wait when it is set (not 0: the config's zero means "the
+// default", as for every key), else defaultWatchWait. The one-shot
+// commands' default is 0 (fail at once, exit 75), which would make every
+// pass that meets a health run fail.
+func watchWait(flags *pflag.FlagSet, flagValue, configValue time.Duration) time.Duration {
+	if flags.Changed("wait") || configValue == 0 {
+		return flagValue
+	}
+	return configValue
+}
+
+// watchRetryable says whether a pass that failed with err is worth
+// running again before the next event: a held lock, a write that failed,
+// a spec replaced under every plan are; malformed input and a spec that
+// does not exist are not (the writer's next write is an event).
+func watchRetryable(err error) bool {
+	return !errors.Is(err, fault.ErrMalformed) && !errors.Is(err, fault.ErrUsage) && !errors.Is(err, fs.ErrNotExist)
 }
 
 // watchLine is one pass the watch reports (-o json: one object per line).
@@ -64,6 +100,8 @@ type watchLine struct {
 	Retries  int      `json:"retries,omitempty"` // plans made again: a writer replaced a spec meanwhile
 	Err      string   `json:"error,omitempty"`   // the pass failed (nothing written)
 	Initial  bool     `json:"initial,omitempty"` // the pass at start
+	Rearmed  bool     `json:"rearmed,omitempty"` // a spec directory was removed, recreated or re-linked: watched again, everything looked at
+	Retry    int      `json:"retry,omitempty"`   // the failed passes before this one in a row, run again
 }
 
 func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Command) error {
@@ -76,10 +114,10 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 	if d := path.Dir(opts.Spec); !slices.Contains(dirs, d) {
 		dirs = append(dirs, d) // the generator rewrites the named spec too
 	}
-	wait := flagOr(cmd.Flags(), "wait", o.wait, g.cfg.Wait)
+	wait := watchWait(cmd.Flags(), o.wait, g.cfg.Wait)
 	pass := func(ctx context.Context, t specwatch.Trigger) ([]specwatch.Written, error) {
 		t0 := time.Now()
-		line := watchLine{Trigger: t.Files, Wrote: []string{}, Initial: t.Initial}
+		line := watchLine{Trigger: t.Files, Wrote: []string{}, Initial: t.Initial, Rearmed: t.Rearmed, Retry: t.Retry}
 		defer func() {
 			if len(line.Wrote) > 0 || line.Err != "" || line.Verdict != "" {
 				o.report(g, line)
@@ -97,6 +135,9 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		line.Latency = float64(now.Sub(t.First).Microseconds()) / 1000
 		if err != nil {
 			line.Err = err.Error()
+			if rp != nil && rp.StatusWritten { // the spec is gone: the status says so
+				line.Ready, line.Verdict = &rp.Report.Ready, rp.Report.Verdict
+			}
 			return nil, err
 		}
 		line.Wrote, line.Retries, line.Errors = rp.Wrote, rp.Retries, rp.Patch.Findings.Errors()
@@ -105,8 +146,9 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		}
 		return ownWrites(rp), nil
 	}
-	g.log.Debug("watching CDI spec directories", "dirs", dirs)
-	return specwatch.Run(ctx, g.host, dirs, pass, specwatch.Options{Settle: o.settle, Log: g.log})
+	g.log.Debug("watching CDI spec directories", "dirs", dirs, "wait", wait.String())
+	err := specwatch.Run(ctx, g.host, dirs, pass, specwatch.Options{Settle: o.settle, Log: g.log, Retryable: watchRetryable})
+	return fault.Unavailable(err) // no inotify, or one of its limits hit
 }
 
 // ownWrites are the specs a re-patch wrote, for the watch to know its own
@@ -131,12 +173,20 @@ func (o *cdiWatchOptions) report(g *globals, l watchLine) {
 	if len(l.Wrote) > 0 {
 		what = fmt.Sprintf("re-patched %v", l.Wrote)
 	}
-	if l.Initial {
+	switch {
+	case l.Initial:
 		what += " (at start)"
-	} else if len(l.Trigger) > 0 {
+	case l.Rearmed:
+		what += " after a spec directory or the path to it changed"
+	case len(l.Trigger) > 0:
 		what += fmt.Sprintf(" after %v changed", l.Trigger)
 	}
+	if l.Retry > 0 {
+		what += fmt.Sprintf(" (retry %d)", l.Retry)
+	}
 	switch {
+	case l.Err != "" && l.Verdict != "":
+		fmt.Fprintf(w, "error: %s; status: %s\n", l.Err, l.Verdict)
 	case l.Err != "":
 		fmt.Fprintf(w, "error: %s\n", l.Err)
 	case l.Verdict != "":
