@@ -115,6 +115,8 @@ func TestParse(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = true\ncdi_spec_dirs = [\"/etc/cdi\"]\n"))
 	f.Add([]byte("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\nBinaryName = \"/x\"\n"))
+	f.Add([]byte("version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia-cdi.options]\nBinaryName = \"/x\"\n"))
+	f.Add([]byte("version = 2\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes]\nnvidia = 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("/f.toml", data)
 		if err != nil {
@@ -125,6 +127,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if len(c.CDISpecDirs()) == 0 && c.SpecDirs == nil {
 			t.Error("no spec dirs and no defaults")
+		}
+		for _, rt := range c.MisplacedRuntimes {
+			if c.MisplacedHint(rt.Name) == "" {
+				t.Errorf("misplaced %q has no hint", rt.Name)
+			}
+			if slices.ContainsFunc(c.Runtimes, func(r Runtime) bool { return r.Name == rt.Name }) {
+				t.Errorf("%q is both a handler and misplaced", rt.Name)
+			}
 		}
 	})
 }

@@ -21,10 +21,11 @@ const CodeMisplacedRuntime = "containerd-misplaced-runtime"
 // CRI plugin of the config version c does not have (a version 2 table,
 // plugins."io.containerd.grpc.v1.cri".containerd.runtimes.<name>, in a
 // version 3 file, or a version 3 table in a version 2 file), sorted by
-// name. Read leniently: containerd itself only warns about such keys, so a
-// table of an unexpected shape there is no reason to call the file
-// malformed; a value that is not a table is left out, a BinaryName that is
-// not a string is "".
+// name. A handler also written in its place is not misplaced (containerd
+// reads that one). Read leniently: containerd itself only warns about such
+// keys, so a table of an unexpected shape there is no reason to call the
+// file malformed; a value that is not a table is left out, a BinaryName
+// that is not a string is "".
 func misplacedRuntimes(c *Config, md toml.MetaData, plugins map[string]toml.Primitive) []Runtime {
 	var other string
 	switch c.Version {
@@ -35,7 +36,30 @@ func misplacedRuntimes(c *Config, md toml.MetaData, plugins map[string]toml.Prim
 	default:
 		return nil
 	}
-	prim, ok := plugins[other]
+	misplaced := runtimeTables(md, plugins, other)
+	inPlace := runtimeTables(md, plugins, criPlugin(c.Version))
+	var out []Runtime
+	for name, v := range misplaced {
+		t, ok := v.(map[string]any)
+		if _, dup := inPlace[name]; !ok || dup {
+			// A copy beside the one containerd reads is harmless.
+			continue
+		}
+		rt := Runtime{Name: name}
+		if opts, ok := t["options"].(map[string]any); ok {
+			rt.BinaryName, _ = opts["BinaryName"].(string)
+		}
+		out = append(out, rt)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// runtimeTables returns the containerd.runtimes table of the CRI plugin
+// plugin, each handler's value as decoded (nil when there is none or it is
+// not a table of tables).
+func runtimeTables(md toml.MetaData, plugins map[string]toml.Primitive, plugin string) map[string]any {
+	prim, ok := plugins[plugin]
 	if !ok {
 		return nil
 	}
@@ -47,20 +71,7 @@ func misplacedRuntimes(c *Config, md toml.MetaData, plugins map[string]toml.Prim
 	if err := md.PrimitiveDecode(prim, &cri); err != nil {
 		return nil
 	}
-	var out []Runtime
-	for name, v := range cri.Containerd.Runtimes {
-		t, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		rt := Runtime{Name: name}
-		if opts, ok := t["options"].(map[string]any); ok {
-			rt.BinaryName, _ = opts["BinaryName"].(string)
-		}
-		out = append(out, rt)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return cri.Containerd.Runtimes
 }
 
 // bareKey matches a TOML bare key (toml.io, "Keys").

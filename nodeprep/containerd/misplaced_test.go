@@ -34,6 +34,8 @@ func TestParseMisplacedRuntimes(t *testing.T) {
 			runtimes: []Runtime{{Name: "nvidia-cdi"}}},
 		{name: "odd shapes are no handler and no error", data: "version = 3\n[" + v2 + "]\nnvidia-cdi = 5\n[" + v2 + ".nvidia.options]\nBinaryName = 7\n",
 			misplaced: []Runtime{{Name: "nvidia"}}},
+		{name: "a copy beside the handler in its place", data: "version = 3\n[" + v3 + ".nvidia-cdi]\n[" + v2 + ".nvidia-cdi]\n[" + v2 + ".kata]\n",
+			runtimes: []Runtime{{Name: "nvidia-cdi"}}, misplaced: []Runtime{{Name: "kata"}}},
 		{name: "runtimes not a table", data: "version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nruntimes = 1\n"},
 		{name: "version 1 is not judged", data: "[" + v3 + ".nvidia-cdi]\n"},
 	}
