@@ -19,6 +19,27 @@ import (
 // shader compiler's equivalent (libnvidia-gpucomp, drivers since 530).
 var VulkanCompanions = []string{"libnvidia-glvkspirv.so.", "libnvidia-gpucomp.so."}
 
+// GraphicsCoreLibraries are the NVIDIA driver's OpenGL and EGL core
+// libraries, by file name with the driver version appended: libnvidia-eglcore
+// and libnvidia-glsi (EGL and OpenGL ES), libnvidia-glcore (OpenGL and the
+// Vulkan driver in libGLX_nvidia) and libnvidia-tls (their thread-local
+// storage). The vendor libraries (GraphicsVendorLibraries) load them, but a
+// driver build need not name them in DT_NEEDED, so only knowing them gets
+// them into the container. NVIDIA's toolkit mounts them as libraries of the
+// driver's version (nvidia-container-toolkit pkg/nvcdi/driver-nvml.go,
+// getVersionLibs); a spec that misses them (nvidia-container-toolkit#1908:
+// the generator looked only in libcuda.so's folder) leaves EGL to fall back
+// to Mesa without an error. Each one is required only when the driver root
+// has it at the driver's version: a driver that does not ship one does not
+// need it.
+var GraphicsCoreLibraries = []string{"libnvidia-eglcore.so.", "libnvidia-glcore.so.", "libnvidia-glsi.so.", "libnvidia-tls.so."}
+
+// GraphicsVendorLibraries are the file name prefixes of the NVIDIA driver's
+// vendor libraries that libglvnd and the Vulkan loader open (EGL, GLX and
+// Vulkan, OpenGL ES): a spec that mounts one of them needs the
+// GraphicsCoreLibraries too.
+var GraphicsVendorLibraries = []string{"libEGL_nvidia.so.", "libGLX_nvidia.so.", "libGLESv2_nvidia.so.", "libGLESv1_CM_nvidia.so."}
+
 // driverVersionSuffix matches a driver library's version suffix
 // (".so.550.54.15").
 var driverVersionSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.so\.(\d+\.\d+(?:\.\d+)?)$`) })
@@ -28,12 +49,17 @@ var driverVersionSuffix = sync.OnceValue(func() *regexp.Regexp { return regexp.M
 type requirement struct {
 	name string // file name, also its soname ("libnvidia-glvkspirv.so.550.54.15")
 	by   string // container path of the library that needs it
-	why  string // "DT_NEEDED" or "dlopen"
+	why  string // "DT_NEEDED", "dlopen" or "graphics core"
 }
+
+// whyCore is requirement.why for the GraphicsCoreLibraries.
+const whyCore = "graphics core"
 
 // driverLibs reports and (with apply) mounts every library a mounted driver
 // library needs that the container lacks: each DT_NEEDED that lives in the
-// driver root's lib directory, and the Vulkan driver's companions. A
+// driver root's lib directory, the Vulkan driver's companions, and, for a
+// mounted vendor library (GraphicsVendorLibraries), each of the
+// GraphicsCoreLibraries the driver root has at the driver's version. A
 // mounted driver library is a mount whose host file the driver root's lib
 // directory holds under its name or the name of the file it resolves to. Each missing one goes next to the library
 // that needs it when the dynamic linker searches that folder, else to the
@@ -66,6 +92,15 @@ func (a *analyzer) driverLibs(apply bool) {
 				add(requirement{name: c + vulkan.version, by: path.Clean(m.ContainerPath), why: "dlopen"})
 			}
 		}
+		if v := a.vendorLibVersion(m.HostPath); v != "" {
+			for _, c := range GraphicsCoreLibraries {
+				// Only what this driver ships: the set has changed
+				// between driver releases.
+				if a.cache.exist(path.Join(driverLib, c+v)) {
+					add(requirement{name: c + v, by: path.Clean(m.ContainerPath), why: whyCore})
+				}
+			}
+		}
 	}
 	for _, r := range reqs {
 		if a.sonameProvided(r.name) {
@@ -77,6 +112,10 @@ func (a *analyzer) driverLibs(apply bool) {
 			continue
 		}
 		if !apply {
+			if r.why == whyCore {
+				a.findings = append(a.findings, errorf(CodeMissingDriverLibrary, "%s needs %s, one of the driver's OpenGL/EGL core libraries, which no mount puts where the dynamic linker looks in the container: EGL then falls back to Mesa without an error (nvidia-container-toolkit#1908); nodeprep cdi patch mounts %s", r.by, r.name, hostLib))
+				continue
+			}
 			a.findings = append(a.findings, errorf(CodeMissingDriverLibrary, "%s opens %s (%s), which no mount puts where the dynamic linker looks in the container", r.by, r.name, r.why))
 			continue
 		}
@@ -86,6 +125,29 @@ func (a *analyzer) driverLibs(apply bool) {
 		}
 		a.addMount("driver-library", hostLib, path.Join(dir, r.name))
 	}
+}
+
+// vendorLibVersion returns the driver version whose GraphicsCoreLibraries
+// the library at hostPath needs: for one of the GraphicsVendorLibraries (by
+// its own name or that of the file it resolves to),
+// Graphics.DriverVersion (NVML's), else the version suffix of its file;
+// "" for any other library.
+func (a *analyzer) vendorLibVersion(hostPath string) string {
+	real := a.resolve(hostPath)
+	vendor := false
+	for _, name := range []string{path.Base(hostPath), path.Base(real)} {
+		vendor = vendor || slices.ContainsFunc(GraphicsVendorLibraries, func(p string) bool { return strings.HasPrefix(name, p) })
+	}
+	if !vendor {
+		return ""
+	}
+	if a.g.DriverVersion != "" {
+		return a.g.DriverVersion
+	}
+	if m := driverLibVersion().FindStringSubmatch(path.Base(real)); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // vulkanLib is the Vulkan driver library's file (the host path it finally

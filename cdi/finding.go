@@ -51,6 +51,7 @@ const (
 	CodeHookConflict         = "hook-conflict"            // a mount where a hook of the spec creates a link or folder: the hook fails, the container does not start
 	CodeMissingAllDevice     = "missing-all-device"       // no nvidia.com/gpu=all, which docker/podman users and the NixOS manual ask for
 	CodeAllDevicePartial     = "all-device-partial"       // nvidia.com/gpu=all lacks a GPU's device node
+	CodeLdcacheGlibc         = "ldcache-glibc"            // the update-ldcache hook adds a folder the spec puts a glibc into: the host's libc.so.6 shadows the image's
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:

@@ -189,6 +189,18 @@ func (a *analyzer) hookCreates(containerPath string) string {
 	return ""
 }
 
+// folderMount reports whether m mounts a host directory at a folder the
+// spec's update-ldcache hook adds: the folder is then in the container as
+// the hook expects, and its ldconfig scans it (what it finds there is
+// ldcacheGlibc's concern). Only a file mounted there hides the folder.
+func (a *analyzer) folderMount(m *specs.Mount) bool {
+	if !slices.Contains(SpecHooks(a.spec, true).Folders, path.Clean(m.ContainerPath)) {
+		return false
+	}
+	st, err := a.host.Stat(m.HostPath)
+	return err == nil && st.IsDir()
+}
+
 // hookConflicts finds the mounts the spec already has where a hook of it
 // creates a link or folder (hookCreates). With apply, a mount nodeprep made
 // there is removed, so that the hook's link takes its place (the analysis
@@ -197,7 +209,7 @@ func (a *analyzer) hookConflicts(apply bool) {
 	check := func(ms []*specs.Mount, top bool) []*specs.Mount {
 		return slices.DeleteFunc(ms, func(m *specs.Mount) bool {
 			why := a.hookCreates(m.ContainerPath)
-			if why == "" {
+			if why == "" || a.folderMount(m) {
 				return false
 			}
 			if apply && top && a.nodeprepMount(m) {

@@ -100,6 +100,7 @@ func newAnalyzer(spec *specs.Spec, g *Graphics, host *hostfs.Root) *analyzer {
 // records what is missing as findings (for Check).
 func (a *analyzer) run(apply bool) ([]Change, Findings) {
 	a.hookConflicts(apply)
+	a.ldcacheGlibc()
 	var mounted []GraphicsFile // manifests that are (or now will be) in the container
 	glvnd, glvndProvided := 0, 0
 	for _, f := range a.g.Files {

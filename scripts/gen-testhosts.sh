@@ -320,6 +320,22 @@ broken dra-driver
 printf '%s\n' "/dev/vfio/vfio c 10 196 0666" "/dev/vfio/42 c 243 0 0600" >> dra-driver/.devices
 stub dra-driver/dev/vfio/vfio; stub dra-driver/dev/vfio/42
 DRA_CLAIM=3f2a9c1e-7b4d-4e8a-9c2f-1d5e6b7a8c90 "$gen" $TK120 dra-driver dra dra-driver/run/cdi
+# Field faults named right (issue 32): the driver's OpenGL/EGL core libraries
+# missing from the spec (nvidia-container-toolkit#1908), and the Nix glibc
+# in a folder the update-ldcache hook adds (NVIDIA/k8s-device-plugin#1182),
+# the folder mounted or only its libc.so.6.
+broken missing-eglcore
+jq --arg l "$NVL/libnvidia-" --arg v ".so.$VER" '.containerEdits.mounts |= map(select(.hostPath as $p
+      | [$l + "eglcore" + $v, $l + "glcore" + $v, $l + "glsi" + $v, $l + "tls" + $v] | index($p) | not))' "$S" \
+  > missing-eglcore/run/cdi/nvidia-container-toolkit.json
+GLIBC=/nix/store/$LBH-glibc-2.39-52
+ldcache_glibc() { jq --arg g "$GLIBC/lib" '(.containerEdits.hooks[] | select(.args[1] == "update-ldcache") | .args) += ["--folder", $g]' "$S"; }
+broken ldcache-glibc-folder
+ldcache_glibc > ldcache-glibc-folder/run/cdi/nvidia-container-toolkit.json
+broken ldcache-glibc-libc
+ldcache_glibc | jq --arg g "$GLIBC" '.containerEdits.mounts |= map(select(.hostPath | startswith($g + "/") | not))
+  | .containerEdits.mounts += [{hostPath: ($g + "/lib/libc.so.6"), containerPath: ($g + "/lib/libc.so.6"), options: ["ro", "nosuid", "nodev", "bind"]}]' \
+  > ldcache-glibc-libc/run/cdi/nvidia-container-toolkit.json
 # readme TREE TEXT: each tree says what it is.
 readme() { printf '%s\n' "$2" > "$1/README.md"; }
 readme nixos-h200 "# nixos-h200
@@ -473,4 +489,24 @@ cdi check reports the graphics files missing from the generator's spec and the b
 the claim and VFIO specs it leaves as they are, with the reason; cdi patch patches the first two
 and leaves the claim spec (its devices always come with the base spec's) and the VFIO spec (no
 NVIDIA driver in the container) as they are; up ends ready."
+readme missing-eglcore "# missing-eglcore
+nixos-h200 whose spec lost the generator's mounts of the driver's OpenGL/EGL core libraries,
+libnvidia-eglcore, libnvidia-glcore, libnvidia-glsi and libnvidia-tls (.so.$VER), as
+nvidia-ctk wrote it where it looked for them only in libcuda.so's folder
+(nvidia-container-toolkit#1908): EGL then falls back to Mesa without an error. This tree's
+libEGL_nvidia and libGLX_nvidia name none of them in DT_NEEDED. cdi check names all four
+(missing-driver-library, with the issue and the file cdi patch mounts); cdi patch mounts them
+next to libEGL_nvidia, in the folder the ldcache hook covers."
+readme ldcache-glibc-folder "# ldcache-glibc-folder
+nixos-h200 whose update-ldcache hook also adds the Nix glibc's lib folder
+(/nix/store/<h>-glibc-2.39-52/lib, --folder) to the container's linker cache, while the module's
+jq step mounts that folder at its own path: the host's libc.so.6 then shadows the image's and
+every program in the image fails with \"undefined symbol: __tunable_is_initialized\"
+(NVIDIA/k8s-device-plugin#1182). cdi check, cdi patch and up report ldcache-glibc naming the
+hook, the folder and the issue, not a hook conflict; nothing is written."
+readme ldcache-glibc-libc "# ldcache-glibc-libc
+ldcache-glibc-folder without the module's glibc mounts: only /nix/store/<h>-glibc-2.39-52/lib/libc.so.6
+is mounted, into the folder the update-ldcache hook adds. The linker cache shadows the image's
+libc.so.6 all the same (NVIDIA/k8s-device-plugin#1182): cdi check, cdi patch and up report
+ldcache-glibc; nothing is written."
 echo "generated: $(ls -d */ | tr -d / | tr '\n' ' ')"

@@ -90,6 +90,10 @@ func TestViewGolden(t *testing.T) {
 		{scenario: "stale-etc-cdi", patched: []string{cdi.DefaultSpecPath, "/etc/cdi/nvidia.json"}, code: cdi.CodeMissingICD, absent: cdi.CodeMissingDevice},
 		{scenario: "dra-driver", patched: []string{cdi.DefaultSpecPath, "/var/run/cdi/k8s.gpu.nvidia.com-device_base.yaml"}, code: cdi.CodeMissingICD,
 			skipped: []string{"/var/run/cdi/k8s.gpu.nvidia.com-claim_3f2a9c1e-7b4d-4e8a-9c2f-1d5e6b7a8c90.yaml", "/var/run/cdi/k8s.gpu.nvidia.com-device_vfio.yaml"}},
+		// Issue 32: the field faults named right.
+		{scenario: "missing-eglcore", patched: []string{cdi.DefaultSpecPath}, code: cdi.CodeMissingDriverLibrary},
+		{scenario: "ldcache-glibc-folder", wantErr: true, code: cdi.CodeLdcacheGlibc, absent: cdi.CodeHookConflict},
+		{scenario: "ldcache-glibc-libc", wantErr: true, code: cdi.CodeLdcacheGlibc},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {

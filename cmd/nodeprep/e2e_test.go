@@ -332,6 +332,10 @@ func TestUpRuntimeView(t *testing.T) {
 		{"no-all-device", 0, "missing-all-device"},
 		{"stale-etc-cdi", 0, "ready"},
 		{"dra-driver", 0, "ready"},
+		// Issue 32: the field faults named right.
+		{"missing-eglcore", 0, "ready"},
+		{"ldcache-glibc-folder", 1, "ldcache-glibc: the spec's update-ldcache hook adds /nix/store/1b2c3d4f5g6h7j8k9l0m1n2p3q4r5s6a-glibc-2.39-52/lib to the container's linker cache"},
+		{"ldcache-glibc-libc", 1, "(NVIDIA/k8s-device-plugin#1182)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {

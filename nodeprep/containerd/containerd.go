@@ -102,6 +102,11 @@ type Config struct {
 	// Runtimes are the runtime handlers whose name starts with "nvidia",
 	// sorted by name.
 	Runtimes []Runtime `json:"runtimes,omitempty" yaml:"runtimes,omitempty"`
+	// MisplacedRuntimes are the runtime handlers, any name, written under
+	// the CRI plugin of the other config version (a version 2 table in a
+	// version 3 file, or the reverse), which the containerd of this version
+	// does not read; sorted by name. Not in Runtimes.
+	MisplacedRuntimes []Runtime `json:"misplacedRuntimes,omitempty" yaml:"misplacedRuntimes,omitempty"`
 }
 
 // CDIEnabled reports whether CDI is on: enable_cdi when set, else the
@@ -147,6 +152,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	if c.Version >= 3 {
 		plugin = pluginCRIv3
 	}
+	c.MisplacedRuntimes = misplacedRuntimes(c, md, raw.Plugins)
 	prim, ok := raw.Plugins[plugin]
 	if !ok {
 		return c, nil
@@ -248,6 +254,9 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 //     defaults it off): an error;
 //   - a spec's directory (after symlinks, under root) not among
 //     CDISpecDirs: an error;
+//   - a runtime handler written under the other config version's CRI
+//     plugin, which the containerd reading the file ignores
+//     (CodeMisplacedRuntime: an error for an nvidia* handler);
 //   - an nvidia* runtime handler whose BinaryName is empty (plain runc),
 //     missing under root, not an executable regular file, not named
 //     nvidia-container-runtime*, or a path into the driver package: an
@@ -280,6 +289,7 @@ func Check(root *hostfs.Root, opts Options) (*Report, error) {
 	cdiFs, installed := cdiFindings(root, opts.DataDir, c)
 	r.Installed = installed
 	r.Findings = append(r.Findings, cdiFs...)
+	r.Findings = append(r.Findings, misplacedFindings(c, installed)...)
 	r.Findings = append(r.Findings, checkSpecDirs(root, c, opts.SpecPaths)...)
 	for _, rt := range c.Runtimes {
 		r.Findings = append(r.Findings, checkRuntime(root, c, rt, opts.DriverRoot)...)

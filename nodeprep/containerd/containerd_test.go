@@ -32,6 +32,13 @@ func TestCheckHostTrees(t *testing.T) {
 		{scenario: "k3s-containerd-driver-runtime", codes: []string{CodeRuntimeBinary}, errors: 1, message: "a path into the driver package", dirs: DefaultSpecDirs},
 		{scenario: "k3s-containerd-ok", opts: Options{Endpoint: "unix:///run/containerd/containerd.sock"}, codes: []string{CodeExternal}},
 		{scenario: "k3s-data-dir", opts: Options{DataDir: "/data/k3s"}, codes: []string{CodeNotWritten}, message: "containerd config not yet written"},
+		// Issue 32: a handler table under the other version's CRI plugin.
+		{scenario: "k3s-containerd-v2-table", codes: []string{CodeMisplacedRuntime}, errors: 1, dirs: DefaultSpecDirs,
+			message: `the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores, so pods with runtimeClassName nvidia-cdi fail with ` + "`" + `no runtime for "nvidia-cdi" is configured` + "`" + `; move it to plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia-cdi in config-v3.toml.tmpl beside it`},
+		{scenario: "k3s-containerd-v2-table-tmpl", codes: []string{CodeMisplacedRuntime}, errors: 1, dirs: DefaultSpecDirs,
+			message: `config-v3.toml.tmpl: the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores, so pods with runtimeClassName nvidia-cdi fail with ` + "`" + `no runtime for "nvidia-cdi" is configured` + "`" + `; move it to plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia-cdi in it`},
+		{scenario: "k3s-containerd-v3-table-in-v2", codes: []string{CodeMisplacedRuntime}, errors: 1, dirs: DefaultSpecDirs,
+			message: `the handler nvidia-cdi is under plugins."io.containerd.cri.v1.runtime".containerd.runtimes, which containerd 1.x (config version 2) ignores, so pods with runtimeClassName nvidia-cdi fail with ` + "`" + `no runtime for "nvidia-cdi" is configured` + "`" + `; move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi in config.toml.tmpl beside it`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario+tt.opts.Endpoint, func(t *testing.T) {
@@ -108,6 +115,8 @@ func TestParse(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("version = 3\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi = true\ncdi_spec_dirs = [\"/etc/cdi\"]\n"))
 	f.Add([]byte("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\nBinaryName = \"/x\"\n"))
+	f.Add([]byte("version = 3\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia-cdi.options]\nBinaryName = \"/x\"\n"))
+	f.Add([]byte("version = 2\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes]\nnvidia = 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("/f.toml", data)
 		if err != nil {
@@ -118,6 +127,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if len(c.CDISpecDirs()) == 0 && c.SpecDirs == nil {
 			t.Error("no spec dirs and no defaults")
+		}
+		for _, rt := range c.MisplacedRuntimes {
+			if c.MisplacedHint(rt.Name) == "" {
+				t.Errorf("misplaced %q has no hint", rt.Name)
+			}
+			if slices.ContainsFunc(c.Runtimes, func(r Runtime) bool { return r.Name == rt.Name }) {
+				t.Errorf("%q is both a handler and misplaced", rt.Name)
+			}
 		}
 	})
 }

@@ -79,7 +79,10 @@ type Report struct {
 // naming the handler, what the pods get instead and the fix — a warning
 // when another handler serves the spec, else an error, with a
 // CodeNone error. A handler whose binary is missing or not the
-// NVIDIA runtime is containerd.Check's finding, not repeated here. c nil
+// NVIDIA runtime is containerd.Check's finding, not repeated here; so is a
+// handler written under the other config version's CRI plugin
+// (containerd.CodeMisplacedRuntime), but a fix that would send pods to
+// PatchedClass says to move that handler's table when it is misplaced. c nil
 // (no containerd config yet, an external runtime): nothing is judged.
 func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *Report {
 	r := &Report{}
@@ -123,7 +126,7 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 		}
 		bypass = append(bypass, cdi.Finding{Code: CodeBypass, Message: fmt.Sprintf(
 			"%s: pods with runtimeClassName %s and the device plugin's envvar strategy (NVIDIA_VISIBLE_DEVICES=GPU-…) do not get the patched spec %s: %s; fix: %s",
-			c.Path, p.Handler, specPath, p.Why, podPathFix(nv, p, specPath))})
+			c.Path, p.Handler, specPath, p.Why, podPathFix(c, nv, p, specPath))})
 	}
 	sev := cdi.SeverityWarning
 	if len(served) == 0 && len(r.Paths) > 0 {
@@ -134,9 +137,15 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 		r.Findings = append(r.Findings, f)
 	}
 	if len(served) == 0 && len(r.Paths) > 0 {
+		fix := fmt.Sprintf("give pods runtimeClassName %s (k3s registers it when it finds nvidia-container-runtime.cdi; nodeprep cluster render emits it)", PatchedClass)
+		if hint := c.MisplacedHint(PatchedClass); hint != "" {
+			// The class the user believes in has no handler containerd
+			// reads: say where its table went, not to use it.
+			fix = hint
+		}
 		r.Findings = append(r.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: CodeNone, Message: fmt.Sprintf(
-			"%s: no runtime handler gives GPU pods the patched spec %s, so what nodeprep proved is not what pods get; give pods runtimeClassName %s (k3s registers it when it finds nvidia-container-runtime.cdi; nodeprep cluster render emits it), or set mode = \"cdi\" in %s",
-			c.Path, specPath, PatchedClass, nv.Path)})
+			"%s: no runtime handler gives GPU pods the patched spec %s, so what nodeprep proved is not what pods get; %s, or set mode = \"cdi\" in %s",
+			c.Path, specPath, fix, nv.Path)})
 	}
 	return r
 }
@@ -169,11 +178,16 @@ func podPathWhy(host *hostfs.Root, nv *nvruntime.Config, p Path, kind, specDir, 
 	return fmt.Sprintf("the NVIDIA runtime's cdi mode reads specs from %q (modes.cdi.spec-dirs in %s), which does not include %s", nv.SpecDirs, nv.Path, path.Dir(specPath)), false
 }
 
-// podPathFix is the fix for a handler that bypasses the spec.
-func podPathFix(nv *nvruntime.Config, p Path, specPath string) string {
+// podPathFix is the fix for a handler of c that bypasses the spec. Where
+// it would send pods to PatchedClass and c misplaces that handler's table
+// (containerd.Config.MisplacedHint), it says to move the table first.
+func podPathFix(c *containerd.Config, nv *nvruntime.Config, p Path, specPath string) string {
 	d := p.Decision
 	switch {
 	case !d.ReadsSpecs && p.Handler != PatchedClass:
+		if hint := c.MisplacedHint(PatchedClass); hint != "" {
+			return fmt.Sprintf("%s, then use runtimeClassName %s for GPU pods; or set mode = \"cdi\" under [nvidia-container-runtime] in %s", hint, PatchedClass, nv.Path)
+		}
 		return fmt.Sprintf("use runtimeClassName %s for GPU pods (nodeprep cluster render), or set mode = \"cdi\" under [nvidia-container-runtime] in %s", PatchedClass, nv.Path)
 	case !d.ReadsSpecs:
 		return fmt.Sprintf("point the %s handler's BinaryName at %s", p.Handler, strings.TrimSuffix(p.BinaryName, path.Base(p.BinaryName))+nvruntime.ProgramCDI)

@@ -53,6 +53,17 @@ func TestPodPaths(t *testing.T) {
 		{scenario: "nvruntime-bad-config", want: []want{
 			{podpath.CodeNVRuntimeConfig, cdi.SeverityError, "/etc/nvidia-container-runtime/config.toml"},
 		}},
+		// Issue 32: the nvidia-cdi handler is written under the version 2
+		// plugin in a version 3 file: the fix is to move its table, not to
+		// use a runtime class containerd does not have.
+		{scenario: "k3s-containerd-v2-table", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, `fix: the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores; move it to plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia-cdi in config-v3.toml.tmpl beside it (k3s rewrites config.toml at each start), then use runtimeClassName nvidia-cdi for GPU pods`},
+			{podpath.CodeNone, cdi.SeverityError, `not what pods get; the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores; move it to plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia-cdi`},
+		}},
+		{scenario: "k3s-containerd-v3-table-in-v2", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, `the handler nvidia-cdi is under plugins."io.containerd.cri.v1.runtime".containerd.runtimes, which containerd 1.x (config version 2) ignores; move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi`},
+			{podpath.CodeNone, cdi.SeverityError, `move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi`},
+		}},
 		{scenario: "nvruntime-nixos-117", served: []string{"nvidia-cdi"}, want: []want{
 			{podpath.CodeBypass, cdi.SeverityWarning, "it picks legacy (toolkit 1.17.8, before 1.18)"},
 		}},

@@ -113,6 +113,10 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "nvruntime-mode-cdi", args: []string{"cdi", "check"}, want: 0},
 		{over: "nvruntime-bad-config", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "nvidia-runtime-config"},
 		{over: "nvruntime-auto-only", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "warning: /var/lib/rancher/k3s/agent/etc/containerd/config.toml: no runtime handler gives GPU pods the patched spec"},
+		// Issue 32: a nvidia-cdi handler under the version 2 plugin in a version 3 file.
+		{over: "k3s-containerd-v2-table", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: `error    containerd-misplaced-runtime  /var/lib/rancher/k3s/agent/etc/containerd/config.toml: the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores`},
+		{over: "k3s-containerd-v2-table-tmpl", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: `move it to plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia-cdi in it`},
+		{over: "k3s-containerd-v3-table-in-v2", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: `move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi`},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "enable_cdi = false"},
 		{over: "k3s-data-dir", args: []string{"join", "--gfd-labels=false", "-v"}, want: 0, contains: "containerd config not yet written (/data/k3s/agent/etc/containerd/config.toml); checked on next boot"},
 		{over: "k3s-containerd-cdi-off", args: []string{"join", "--gfd-labels=false", "--k3s-arg=--container-runtime-endpoint=/run/containerd/containerd.sock"}, want: 0, contains: "is not checked"},
