@@ -13,8 +13,9 @@
 //   - a TOML document is refused when it nests deeper, or holds a dotted
 //     key of more parts, than its decoder can bear (CheckTOML).
 //
-// A bound on YAML alias expansion (a "billion laughs" document) belongs
-// here too; it is not in the package yet.
+// The bound on what a YAML document expands to through its aliases (a
+// "billion laughs" document, or one big string aliased many times) is
+// nodeprep/bounded/yamlbound, apart because it links a YAML parser.
 //
 // The package imports the standard library only: the lean child
 // (cmd/nodeprep-probe) links it to read loader manifests.
