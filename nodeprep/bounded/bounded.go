@@ -52,9 +52,10 @@ const (
 	// sparse config.toml took 8.5 GiB and 21 s to parse).
 	MaxContainerdConfig = 4 << 20
 	// MaxNVRuntimeConfig is the largest NVIDIA container runtime config
-	// (config.toml): 64 MiB, the bound every host file had before each
-	// kind had its own.
-	MaxNVRuntimeConfig = 64 << 20
+	// (config.toml): 1 MiB; the toolkit writes about 2 KiB, and a TOML
+	// array costs about 25 times its text once decoded (a 40 MB one took
+	// 977 MiB and 13 s).
+	MaxNVRuntimeConfig = 1 << 20
 	// MaxKubeconfig is the largest kubeconfig, and the largest
 	// certificate, key or CA file it names: 1 MiB; k3s's
 	// kubelet.kubeconfig is under 1 KiB and its PEM files a few KiB.
