@@ -45,17 +45,16 @@ const MaxDepth = 10000
 // aliasFree is the most an alias-free document expands to per byte of
 // its text: every scalar's value is at most its text, and a node takes at
 // least two thirds of a byte ("[?,?]": a mapping and its empty key and
-// value for each "?,"), so 1 + 1.5*NodeCost = 7, with room. A document
-// with no '*' holds no alias, and Check accepts it without parsing when
-// aliasFree times its size is within the limit (FuzzCheck checks the
-// ratio).
+// value for each "?,"), so 1 + 1.5*NodeCost = 7, with room (FuzzCheck
+// checks the ratio). Estimate starts from it, and the limits are
+// multiples of it.
 const aliasFree = 8
 
 // The expansion limits, in bytes of ExpandedSize: one per kind of YAML
-// input, each aliasFree (8) times the kind's file limit in
-// nodeprep/bounded, so that no document without aliases under its file
-// limit is refused, and a document of aliases expands to no more than 8
-// times what its file could hold.
+// input, most of them aliasFree (8) times the kind's file limit in
+// nodeprep/bounded, what the largest alias-free file of the kind could
+// expand to, so that aliases let no file of the kind cost more than one
+// without them could.
 const (
 	// MaxConfig is for the nodeprep config file: 8 MiB.
 	MaxConfig = aliasFree * bounded.MaxConfig
@@ -80,10 +79,12 @@ var ErrExpands = errors.New("YAML aliases expand it past its limit")
 // Check returns an error wrapping ErrExpands, naming the document, its
 // expanded size and the limit, when a document of the YAML stream data
 // expands (ExpandedSize) to more than limit bytes or nests deeper than
-// MaxDepth, aliases expanded; nil otherwise. Text yaml.v3 cannot parse
-// gives nil when it holds no alias, and otherwise is measured by Estimate;
-// the decoder the caller runs next reports why it does not parse. Call it
-// before every decoder, on the same bytes.
+// MaxDepth, aliases expanded; nil otherwise. Text without a '*' holds no
+// alias and is accepted without parsing: it is what it expands to, at
+// most aliasFree times its size, which its file's size limit bounds.
+// Text yaml.v3 cannot parse is measured by Estimate; the decoder the
+// caller runs next reports why it does not parse. Call it before every
+// decoder, on the same bytes.
 func Check(data []byte, limit int64) error {
 	return check(data, limit, false)
 }
@@ -96,8 +97,8 @@ func CheckFirst(data []byte, limit int64) error {
 }
 
 func check(data []byte, limit int64, firstOnly bool) error {
-	if bytes.IndexByte(data, '*') < 0 && aliasFree*int64(len(data)) <= limit {
-		return nil // no alias: the document is about its own size
+	if bytes.IndexByte(data, '*') < 0 {
+		return nil // no alias: nothing expands past the text
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for n := 1; ; n++ {
@@ -109,7 +110,7 @@ func check(data []byte, limit int64, firstOnly bool) error {
 		if err != nil {
 			// yaml.v3 does not read it; the decoder the caller runs (k3s's
 			// yaml.v2) may. Bound it by what its aliases could make.
-			if est := Estimate(data); est > limit {
+			if est := Estimate(data); countAliases(data) > 0 && est > limit {
 				return fmt.Errorf("YAML document %d does not parse as YAML 1.2, and its %d possible aliases could expand it to %s, more than the %s it may expand to: %w",
 					n, countAliases(data), sizeText(est), sizeText(limit), ErrExpands)
 			}
