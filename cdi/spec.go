@@ -18,10 +18,12 @@ import (
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 )
 
 // ParseSpec parses CDI spec data (JSON or YAML) strictly (unknown fields
-// rejected). It does not validate: a spec whose cdiVersion is too low for
+// rejected); YAML whose aliases expand past yamlbound.MaxCDISpec is
+// refused before it is decoded (CheckExpansion). It does not validate: a spec whose cdiVersion is too low for
 // its fields still parses, so that Patch can raise it (F7). Validate checks
 // the rest.
 //
@@ -46,6 +48,9 @@ func ParseSpec(data []byte) (*specs.Spec, error) {
 		// Not valid JSON: let the YAML check and the library decide and
 		// name the fault.
 	}
+	if err := CheckExpansion(data); err != nil {
+		return nil, err
+	}
 	// The CDI library decodes only the first YAML document; a file with
 	// more would lose the rest when written back.
 	if moreThanOneDocument(data) {
@@ -59,6 +64,19 @@ func ParseSpec(data []byte) (*specs.Spec, error) {
 		return nil, fmt.Errorf("no CDI spec data")
 	}
 	return spec, nil
+}
+
+// CheckExpansion returns an error wrapping yamlbound.ErrExpands when the
+// YAML of spec data expands, aliases expanded, past
+// yamlbound.MaxCDISpec in any of its documents, and nil otherwise; JSON,
+// which has no aliases, is not parsed for it. Call it before any YAML
+// decoder reads a spec, the CDI library's included: yaml.v3 guards only
+// the ratio of aliases to nodes, which one big aliased string passes.
+func CheckExpansion(data []byte) error {
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		return nil
+	}
+	return yamlbound.Check(data, yamlbound.MaxCDISpec)
 }
 
 // parseJSONSpec decodes one JSON object into a spec with Kubernetes'

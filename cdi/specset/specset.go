@@ -33,6 +33,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -241,11 +242,27 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 // priority first) resolved under host, without watching them, and returns
 // it with the machine directory of each host directory, for injecting
 // devices into an OCI spec (selftest/container). Its files are checked first as
-// scanDirs checks them (fault.ErrMalformed for a FIFO or a huge spec).
+// scanDirs checks them (fault.ErrMalformed for a FIFO or a huge spec), and
+// for YAML aliases that expand past yamlbound.MaxCDISpec
+// (cdi.CheckExpansion; fault.ErrMalformed wrapping yamlbound.ErrExpands).
 func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
-	machine, _, err := scanDirs(host, dirs)
+	machine, files, err := scanDirs(host, dirs)
 	if err != nil {
 		return nil, nil, err
+	}
+	// The library decodes every spec with yaml.v3, aliases expanded:
+	// bound them first.
+	for i, names := range files {
+		for _, name := range names {
+			hp := path.Join(dirs[i], name)
+			data, err := host.ReadFile(hp, bounded.MaxCDISpec)
+			if err != nil {
+				continue // the library reports what it cannot read
+			}
+			if err := cdi.CheckExpansion(data); err != nil {
+				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s: %w", dirs[i], name, err))
+			}
+		}
 	}
 	cache, err := cdilib.NewCache(cdilib.WithSpecDirs(machine...), cdilib.WithAutoRefresh(false))
 	if err != nil {
@@ -339,7 +356,7 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 			var raw *specs.Spec
 			if err == nil {
 				raw, err = cdi.ParseSpec(data)
-				if err != nil && hp != named {
+				if err != nil && hp != named && !errors.Is(err, yamlbound.ErrExpands) {
 					// The runtime reads other specs with the library's
 					// parser, which takes the first YAML document.
 					if lib, lerr := cdilib.ParseSpec(data); lerr == nil && lib != nil {

@@ -13,8 +13,9 @@
 //   - a TOML document is refused when it nests deeper, or holds a dotted
 //     key of more parts, than its decoder can bear (CheckTOML).
 //
-// A bound on YAML alias expansion (a "billion laughs" document) belongs
-// here too; it is not in the package yet.
+// The bound on what a YAML document expands to through its aliases (a
+// "billion laughs" document, or one big string aliased many times) is
+// nodeprep/bounded/yamlbound, apart because it links a YAML parser.
 //
 // The package imports the standard library only: the lean child
 // (cmd/nodeprep-probe) links it to read loader manifests.
@@ -51,9 +52,10 @@ const (
 	// sparse config.toml took 8.5 GiB and 21 s to parse).
 	MaxContainerdConfig = 4 << 20
 	// MaxNVRuntimeConfig is the largest NVIDIA container runtime config
-	// (config.toml): 64 MiB, the bound every host file had before each
-	// kind had its own.
-	MaxNVRuntimeConfig = 64 << 20
+	// (config.toml): 1 MiB; the toolkit writes about 2 KiB, and a TOML
+	// array costs about 25 times its text once decoded (a 40 MB one took
+	// 977 MiB and 13 s).
+	MaxNVRuntimeConfig = 1 << 20
 	// MaxKubeconfig is the largest kubeconfig: 1 MiB; k3s's
 	// kubelet.kubeconfig is under 1 KiB (the files it names have
 	// MaxPEM's limit).

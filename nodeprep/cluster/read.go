@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -86,7 +87,9 @@ type typeMeta struct {
 // (DevicePluginValues). Other kinds are returned as Skipped. A stream of
 // more than bounded.MaxClusterManifests bytes (64 MiB) is refused before
 // any of it is decoded (an error wrapping bounded.ErrTooLarge), as is a
-// document of more than bounded.MaxClusterDocument (16 MiB). Errors name
+// document of more than bounded.MaxClusterDocument (16 MiB), one whose
+// aliases expand it past yamlbound.MaxClusterDocument (wrapping
+// yamlbound.ErrExpands), and a stream holding a NUL byte. Errors name
 // the document, are one line, and are marked fault.ErrMalformed.
 func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 	return Reader{}.Read(name, r)
@@ -143,6 +146,12 @@ func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 	if err != nil {
 		return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %q: %w", name, err)))
 	}
+	// YAML text holds no NUL (YAML 1.2 c-printable), and the YAML
+	// parsers take one for the end of the text: a file of NULs would read
+	// as no manifest at all.
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q: a NUL byte at offset %d: not YAML or JSON text", name, i))
+	}
 	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var (
 		objs []Object
@@ -160,6 +169,11 @@ func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q document %d: larger than %d MiB", name, n, bounded.MaxClusterDocument>>20))
 		}
 		src := fmt.Sprintf("%s#%d", name, n)
+		// Before YAMLToJSONStrict, which writes every alias out in full
+		// (a 200 KB manifest took 1.6 GiB).
+		if err := yamlbound.CheckFirst(doc, yamlbound.MaxClusterDocument); err != nil {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
+		}
 		js, err := yaml.YAMLToJSONStrict(doc)
 		if err != nil {
 			return nil, nil, fault.Malformed(oneLine(fmt.Errorf("reading manifest %s: %w", src, err)))
@@ -606,6 +620,12 @@ func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 		skip []Skipped
 	)
 	for _, f := range files {
+		// The size first: a file over the limit is refused before any of
+		// it is read (a 200 MB file would otherwise be read up to the
+		// limit first).
+		if st, err := fs.Stat(fsys, f); err == nil && st.Mode().IsRegular() && st.Size() > bounded.MaxClusterManifests {
+			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %q: %d bytes, more than the %d MiB nodeprep reads: %w", rd.display(f), st.Size(), bounded.MaxClusterManifests>>20, bounded.ErrTooLarge))
+		}
 		fh, err := fsys.Open(f)
 		if err != nil {
 			return nil, nil, fault.Unavailable(fmt.Errorf("reading manifest %q: %w", rd.display(f), rd.pathErr(err)))

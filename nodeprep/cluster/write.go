@@ -19,8 +19,8 @@ import (
 // either every file is replaced or none is. It returns the paths written,
 // in docs' order.
 //
-// The steps: every target is refused if it is a symlink or not a regular
-// file; every document is written and fsynced to a temporary file in dir
+// The steps: dir is refused if it is a symlink, and every target if it is
+// a symlink or not a regular file; every document is written and fsynced to a temporary file in dir
 // (renameio, mode 0644 or the old file's mode); every existing target is
 // hard-linked to a backup name, which fails on an immutable or append-only
 // file (the kernel refuses links to those as it refuses renames over them);
@@ -32,6 +32,12 @@ import (
 // Errors name the full path (dir joined with File) and are marked
 // fault.ErrCantWrite.
 func WriteFiles(dir string, docs []Document) (paths []string, err error) {
+	// dir itself may not be a symlink: through a link to another
+	// directory, every file there of a rendered name would be replaced
+	// (the links of the path above it are the user's to choose).
+	if st, serr := os.Lstat(filepath.Clean(dir)); serr == nil && st.Mode()&fs.ModeSymlink != 0 {
+		return nil, fault.CantWrite(fmt.Errorf("writing into %q: it is a symlink: refusing to write through it (name the directory it links to, if that is where the files belong)", dir))
+	}
 	if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
 		defer func() {
 			if err != nil {

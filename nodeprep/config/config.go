@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
@@ -214,10 +215,15 @@ func Default(arch string) Config {
 }
 
 // Parse decodes a config file over the defaults in base: fields the
-// file sets replace base's, the rest stay. Unknown keys, a second document
-// or a type mismatch give an error marked fault.ErrMalformed naming name.
+// file sets replace base's, the rest stay. Unknown keys, a second document,
+// a type mismatch or aliases that expand past yamlbound.MaxConfig give an
+// error marked fault.ErrMalformed naming name.
 func Parse(name string, data []byte, base Config) (Config, error) {
 	cfg := base
+	// Every document: a second one is decoded to be refused.
+	if err := yamlbound.Check(data, yamlbound.MaxConfig); err != nil {
+		return base, fault.Malformed(fmt.Errorf("reading config %q: %w", name, err))
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {

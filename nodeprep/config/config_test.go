@@ -59,6 +59,15 @@ func TestParseConfig(t *testing.T) {
 		{name: "negative timeout", yaml: "selftest:\n  timeout: -5s\n", err: "selftest.timeout"},
 		{name: "negative NVML timeout", yaml: "nvml:\n  timeout: -1s\n", err: "nvml.timeout"},
 		{name: "negative wait", yaml: "wait: -1s\n", err: "wait is -1s"},
+		// Aliases: refused when they expand past yamlbound.MaxConfig,
+		// before a decoder expands them, in any document.
+		{name: "alias bomb", yaml: "cluster:\n  nodeClass: &a " + strings.Repeat("x", 200_000) + "\njoin:\n  labels: [" + strings.Repeat("*a, ", 4000) + "]\n", err: "YAML document 1 expands to 763.1 MiB"},
+		{name: "alias bomb in a second document", yaml: "wait: 1s\n---\na: &a " + strings.Repeat("x", 200_000) + "\nb: [" + strings.Repeat("*a, ", 4000) + "]\n", err: "YAML document 2 expands to"},
+		{name: "aliases within the bound", yaml: "cluster:\n  poolLabel: &p payload=gpu\njoin:\n  labels: [*p]\n", check: func(t *testing.T, c Config) {
+			if len(c.Join.Labels) != 1 || c.Join.Labels[0] != "payload=gpu" {
+				t.Errorf("join.labels = %q", c.Join.Labels)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

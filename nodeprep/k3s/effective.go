@@ -1,13 +1,13 @@
 package k3s
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -92,53 +92,197 @@ func (o Options) dataDir(eff *Effective) (string, string) {
 	return DefaultDataDir, SourceDefault
 }
 
-// ParseEnvironmentFile parses a systemd EnvironmentFile= (systemd.exec(5)):
-// one KEY=VALUE a line, blank lines and lines starting with '#' or ';'
-// ignored, white space around the key and the value dropped, a value in
-// matching single or double quotes unquoted (double quotes also take \"
-// and \\ escapes), and a line ending in a backslash continued on the next
-// one, the backslash and the line break dropped (systemd's env-file parser
-// does the same: `K3S_DATA_DIR=/data\` then `K3S_CONFIG_FILE=/x.yaml` is one
-// variable, K3S_DATA_DIR=/dataK3S_CONFIG_FILE=/x.yaml). It returns the
-// variables, a later line winning, or an error naming the line and, when
-// it can be told, the key (unmarked; LoadEnvironment marks it). The error
-// never quotes the line: the file holds the join token, and a malformed
-// line ("export K3S_TOKEN=…", "K3S_TOKEN …", "K3S_TOKEN: …", the token
-// alone) may be the token. No library parses this format: dotenv parsers
-// differ from systemd on exactly these rules.
+// ParseEnvironmentFile parses a systemd EnvironmentFile= (systemd.exec(5))
+// as systemd's own parser reads it (src/basic/env-file.c,
+// parse_env_file_internal, a state machine over the bytes):
+//   - a line whose first non-blank byte is '#' or ';' is a comment (a
+//     backslash ending it does not continue it, since systemd v254);
+//   - KEY=VALUE, white space around the key and before the value dropped;
+//   - an unquoted value runs to the line's end, its trailing white space
+//     dropped; a backslash takes the next byte as it is, and a backslash
+//     ending a line joins the next line to the value
+//     (`K3S_DATA_DIR=/data\` then `K3S_CONFIG_FILE=/x.yaml` is one
+//     variable, K3S_DATA_DIR=/dataK3S_CONFIG_FILE=/x.yaml);
+//   - 'single' and "double" quoted parts are taken as they are, line
+//     breaks included; in double quotes a backslash before one of "\`$
+//     gives that byte, before a line break nothing, before anything else
+//     itself and the byte; quoted and unquoted parts may follow each other
+//     (A="x" 'y' z is xyz);
+//   - a quote that is never closed takes everything to the end of the
+//     file, later lines included, into the value: those lines set nothing;
+//   - a key or value that is not valid UTF-8 makes systemd refuse the
+//     file.
+//
+// It returns the variables, a later line winning, or an error naming the
+// line and, when it can be told, the key (unmarked; LoadEnvironment marks
+// it). Where systemd skips a line with a log message (no '=', a key that
+// is not a variable name, shell syntax such as `export K3S_TOKEN=…`,
+// `K3S_TOKEN: …`, the token alone), nodeprep refuses the file: the line
+// was meant to set something. The error never quotes the line: the file
+// holds the join token, and a malformed line may be the token. No
+// library parses this format: dotenv parsers differ from systemd on
+// exactly these rules.
 func ParseEnvironmentFile(data []byte) (map[string]string, error) {
+	const (
+		preKey = iota
+		inKey
+		preValue
+		inValue
+		valueEscape
+		singleQuoted
+		doubleQuoted
+		doubleEscape
+		comment
+		commentEscape
+	)
 	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		raw := sc.Text()
-		for strings.HasSuffix(raw, `\`) && !strings.HasSuffix(raw, `\\`) && sc.Scan() {
-			raw = raw[:len(raw)-1] + sc.Text()
-			n++
+	state := preKey
+	var key, value []byte
+	keyWS, valueWS := -1, -1 // where trailing white space starts, -1: none
+	line, keyLine, keyStart := 1, 1, 0
+	push := func() error {
+		if keyWS >= 0 {
+			key = key[:keyWS]
 		}
-		line := strings.TrimSpace(raw)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
+		if state == inValue && valueWS >= 0 {
+			value = value[:valueWS]
 		}
-		key, value, ok := strings.Cut(line, "=")
-		key = strings.TrimSpace(key)
-		if !ok || !isEnvName(key) {
-			return nil, envLineError(n, line)
+		k := string(key)
+		if !isEnvName(k) {
+			return envLineError(keyLine, lineAt(data, keyStart))
 		}
-		value = strings.TrimSpace(value)
-		if len(value) >= 2 && (value[0] == '"' || value[0] == '\'') && value[len(value)-1] == value[0] {
-			q := value[0]
-			value = value[1 : len(value)-1]
-			if q == '"' {
-				value = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(value)
+		if !utf8.Valid(value) {
+			return fmt.Errorf("line %d: key %s has a value that is not valid UTF-8: systemd refuses the whole file", keyLine, k)
+		}
+		env[k] = string(value)
+		key, value = key[:0], nil
+		return nil
+	}
+	for i, c := range data {
+		newline := c == '\n' || c == '\r'
+		blank := newline || c == ' ' || c == '\t'
+		switch state {
+		case preKey:
+			switch {
+			case c == '#' || c == ';':
+				state = comment
+			case !blank:
+				state, keyWS, keyLine, keyStart = inKey, -1, line, i
+				key = append(key[:0], c)
+			}
+		case inKey:
+			switch {
+			case newline:
+				return nil, envLineError(keyLine, lineAt(data, keyStart))
+			case c == '=':
+				state, valueWS = preValue, -1
+			default:
+				if !blank {
+					keyWS = -1
+				} else if keyWS < 0 {
+					keyWS = len(key)
+				}
+				key = append(key, c)
+			}
+		case preValue:
+			switch {
+			case newline:
+				if err := push(); err != nil {
+					return nil, err
+				}
+				state = preKey
+			case c == '\'':
+				state = singleQuoted
+			case c == '"':
+				state = doubleQuoted
+			case c == '\\':
+				state = valueEscape
+			case !blank:
+				state = inValue
+				value = append(value, c)
+			}
+		case inValue:
+			switch {
+			case newline:
+				if err := push(); err != nil {
+					return nil, err
+				}
+				state = preKey
+			case c == '\\':
+				state, valueWS = valueEscape, -1
+			default:
+				if !blank {
+					valueWS = -1
+				} else if valueWS < 0 {
+					valueWS = len(value)
+				}
+				value = append(value, c)
+			}
+		case valueEscape:
+			state = inValue
+			if !newline {
+				value = append(value, c)
+			}
+		case singleQuoted:
+			if c == '\'' {
+				state = preValue
+			} else {
+				value = append(value, c)
+			}
+		case doubleQuoted:
+			switch c {
+			case '"':
+				state = preValue
+			case '\\':
+				state = doubleEscape
+			default:
+				value = append(value, c)
+			}
+		case doubleEscape:
+			state = doubleQuoted
+			switch {
+			case strings.IndexByte("\"\\`$", c) >= 0:
+				value = append(value, c)
+			case c != '\n':
+				value = append(value, '\\', c)
+			}
+		case comment:
+			switch {
+			case c == '\\':
+				state = commentEscape
+			case newline:
+				state = preKey
+			}
+		case commentEscape:
+			if newline {
+				state = preKey
+			} else {
+				state = comment
 			}
 		}
-		env[key] = value
+		if c == '\n' {
+			line++
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	switch state {
+	case inKey:
+		return nil, envLineError(keyLine, lineAt(data, keyStart))
+	case preValue, inValue, valueEscape, singleQuoted, doubleQuoted, doubleEscape:
+		if err := push(); err != nil {
+			return nil, err
+		}
 	}
 	return env, nil
+}
+
+// lineAt is the line of data that starts at or before start, from start
+// to the line's end, trimmed.
+func lineAt(data []byte, start int) string {
+	rest := data[start:]
+	if i := bytes.IndexAny(rest, "\r\n"); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.TrimSpace(string(rest))
 }
 
 // envLineError says what is wrong with a line of the environment file

@@ -85,15 +85,35 @@ func TestParseEnvironmentFile(t *testing.T) {
 	}
 	// A trailing backslash continues the line, as systemd reads it: the
 	// second line is part of K3S_DATA_DIR's value, not K3S_CONFIG_FILE.
-	got, err = ParseEnvironmentFile([]byte("K3S_DATA_DIR=/data\\\nK3S_CONFIG_FILE=/x.yaml\n# note \\\nK3S_URL=hidden\nB=1\n"))
+	// A comment's does not (systemd v254 on: env-file.c COMMENT_ESCAPE).
+	got, err = ParseEnvironmentFile([]byte("K3S_DATA_DIR=/data\\\nK3S_CONFIG_FILE=/x.yaml\n# note \\\nK3S_URL=shown\nB=1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]string{"K3S_DATA_DIR": "/dataK3S_CONFIG_FILE=/x.yaml", "B": "1"}
+	want = map[string]string{"K3S_DATA_DIR": "/dataK3S_CONFIG_FILE=/x.yaml", "K3S_URL": "shown", "B": "1"}
 	if !maps.Equal(got, want) {
 		t.Errorf("continued lines: got %v, want %v", got, want)
 	}
-	for _, bad := range []string{"no-equals\n", "1X=y\n", "A B=c\n", "=v\n"} {
+	// Quotes as systemd's env-file.c reads them: an unterminated quote
+	// takes the rest of the file, line breaks included, so the later
+	// lines set nothing; quoted and plain parts join; escapes in double
+	// quotes only before "\`$ and a line break.
+	for _, tc := range []struct {
+		in   string
+		want map[string]string
+	}{
+		{"K3S_CONFIG_FILE=\"/etc/k3s.yaml\nK3S_DATA_DIR=/data\n", map[string]string{"K3S_CONFIG_FILE": "/etc/k3s.yaml\nK3S_DATA_DIR=/data\n"}},
+		{"A=1\nK3S_DATA_DIR='/data\nB=2", map[string]string{"A": "1", "K3S_DATA_DIR": "/data\nB=2"}},
+		{"A=\"x\" 'y' z  \nB=\"a\\$b\\q\\\nc\"\n", map[string]string{"A": "xyz", "B": "a$b\\qc"}},
+		{"A=x\\ \r\nB=  two words  \n", map[string]string{"A": "x ", "B": "two words"}},
+		{"A=\"multi\nline\"\n", map[string]string{"A": "multi\nline"}},
+	} {
+		got, err := ParseEnvironmentFile([]byte(tc.in))
+		if err != nil || !maps.Equal(got, tc.want) {
+			t.Errorf("%q: got %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"no-equals\n", "1X=y\n", "A B=c\n", "=v\n", "no-equals", "A=\xff\n"} {
 		if _, err := ParseEnvironmentFile([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -14,6 +14,7 @@ import (
 	yaml2 "go.yaml.in/yaml/v2"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 )
@@ -220,6 +221,8 @@ type Effective struct {
 //
 // The files (k3s pkg/configfilearg readConfigFile), in the order given
 // (ReadFiles' order):
+//   - a file whose first document expands, aliases expanded, past
+//     yamlbound.MaxK3sConfig is refused before it is decoded;
 //   - each is read as k3s reads it: YAML 1.1 with gopkg.in/yaml.v2
 //     (go.yaml.in/yaml/v2 here, the same code) into an ordered map; only
 //     the first document counts, a key may repeat (the later wins), and a
@@ -391,6 +394,12 @@ func (e *Effective) readFiles(files []File) ([]argWord, error) {
 	lastKey := map[string]string{} // key → the key as last written, "+" included
 	for _, f := range files {
 		e.Files = append(e.Files, f.Path)
+		// Before yaml.v2, which would expand every alias (a 212 KB file
+		// of one 200 KB string aliased 4,000 times took 1 GiB); only the
+		// first document, the one yaml.v2 and k3s read.
+		if err := yamlbound.CheckFirst(f.Data, yamlbound.MaxK3sConfig); err != nil {
+			return nil, fault.Malformed(fmt.Errorf("k3s config %q: %w", f.Path, err))
+		}
 		var doc yaml2.MapSlice
 		if err := yaml2.Unmarshal(f.Data, &doc); err != nil {
 			return nil, wouldNotStart(fmt.Errorf("k3s config %q: %s: k3s reads it with a YAML 1.1 parser (gopkg.in/yaml.v2) into a mapping of options and stops on this", f.Path, redactYAMLError(err)))

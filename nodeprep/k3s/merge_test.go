@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
@@ -467,5 +468,29 @@ func mkdir(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMergeAliasBomb: a config whose first document expands past
+// yamlbound.MaxK3sConfig is refused, naming the file, before yaml.v2
+// expands it (the 212 KB file of one 200 KB string aliased 4,000 times
+// took 1 GiB and 13 s); aliases within the bound are read as k3s reads
+// them; text yaml.v3 cannot parse gets yaml.v2's, and so k3s's, verdict.
+func TestMergeAliasBomb(t *testing.T) {
+	t.Parallel()
+	const drop = "/etc/rancher/k3s/config.yaml.d/60-bomb.yaml"
+	bomb := "node-name: &a \"" + strings.Repeat("x", 200_000) + "\"\nnode-label: [" + strings.Repeat("*a, ", 3999) + "*a]\n"
+	_, err := Merge([]File{{Path: cfgPath, Data: []byte("node-label: [a=1]\n")}, {Path: drop, Data: []byte(bomb)}}, nil)
+	if !errors.Is(err, fault.ErrMalformed) || !errors.Is(err, yamlbound.ErrExpands) || !strings.Contains(err.Error(), drop) || !strings.Contains(err.Error(), "763.1 MiB") {
+		t.Errorf("Merge of the bomb: %v; want malformed, ErrExpands, naming %s and its expanded size", err, drop)
+	}
+	// A second document k3s never reads may hold anything.
+	eff, err := Merge([]File{{Path: drop, Data: []byte("node-label: &l [gpu=yes]\nnode-taint: *l\n---\n" + bomb)}}, nil)
+	if err != nil || !slices.Equal(Values(eff.NodeLabels), []string{"gpu=yes"}) || !slices.Equal(Values(eff.NodeTaints), []string{"gpu=yes"}) {
+		t.Errorf("Merge with aliases within the bound = %+v, %v; want gpu=yes twice", eff, err)
+	}
+	_, err = Merge([]File{{Path: drop, Data: []byte("node-label: &a [x=1, *a\n")}}, nil)
+	if !errors.Is(err, ErrK3sWouldNotStart) || errors.Is(err, yamlbound.ErrExpands) {
+		t.Errorf("Merge of unparsable YAML with an alias: %v; want yaml.v2's k3s-would-not-start", err)
 	}
 }

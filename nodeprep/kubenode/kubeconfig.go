@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 )
 
 // KubeletKubeconfig is the kubelet's kubeconfig under k3s's data-dir
@@ -185,6 +186,9 @@ func parseKubeconfig(data []byte, sends string) (*Selection, error) {
 		return nil, fmt.Errorf("kubeconfig is %d bytes, more than %d", len(data), bounded.MaxKubeconfig)
 	}
 	var kc Kubeconfig
+	if err := yamlbound.CheckFirst(data, yamlbound.MaxKubeconfig); err != nil { // before yaml.Unmarshal expands it
+		return nil, fmt.Errorf("parsing kubeconfig: %w", err)
+	}
 	if err := yaml.Unmarshal(data, &kc); err != nil {
 		return nil, fmt.Errorf("parsing kubeconfig: %w", err)
 	}

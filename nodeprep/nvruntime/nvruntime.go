@@ -156,7 +156,9 @@ func Parse(name string, data []byte) (*Config, error) {
 }
 
 // Load reads the config at p under root: Defaults(p) when it does not
-// exist. Errors: unreadable (fault.ErrUnavailable) or Parse's.
+// exist. Errors: larger than bounded.MaxNVRuntimeConfig (refused by its
+// size before it is read) or not a regular file (fault.ErrMalformed),
+// otherwise unreadable (fault.ErrUnavailable), or Parse's.
 func Load(root *hostfs.Root, p string) (*Config, error) {
 	if p == "" {
 		p = DefaultPath
@@ -165,6 +167,8 @@ func Load(root *hostfs.Root, p string) (*Config, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return Defaults(p), nil
+	case errors.Is(err, bounded.ErrTooLarge), errors.Is(err, bounded.ErrNotRegular):
+		return nil, fault.Malformed(fmt.Errorf("reading NVIDIA container runtime config %q: %w", p, err))
 	case err != nil:
 		return nil, fault.Unavailable(fmt.Errorf("reading NVIDIA container runtime config %q: %w", p, err))
 	}

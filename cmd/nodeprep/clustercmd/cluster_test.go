@@ -584,6 +584,18 @@ func TestClusterRenderOutAllOrNothing(t *testing.T) {
 		refused(t, dir, target, "it is a symlink")
 		unchanged(t, dir, "scaledjob.yaml")
 	})
+	// --out a symlink to a directory: its files would be replaced
+	// through it. Refused, with or without a trailing slash.
+	t.Run("symlinked out", func(t *testing.T) {
+		t.Parallel()
+		dir := setup(t)
+		link := filepath.Join(t.TempDir(), "link")
+		os.Symlink(dir, link)
+		for _, out := range []string{link, link + "/"} {
+			refused(t, out, out, "it is a symlink")
+		}
+		unchanged(t, dir, "")
+	})
 	t.Run("directory", func(t *testing.T) {
 		t.Parallel()
 		dir := setup(t)
