@@ -39,7 +39,7 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	if !present && view.Effective.ContainerRuntimeEndpoint == nil {
 		return nil
 	}
-	findings, err := podpath.RuntimeFindings(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
+	findings, err := podpath.RuntimeFindings(g.host, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot), view.Unit))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
 	}
@@ -82,7 +82,7 @@ func runtimeSpecDirs(g *globals) []string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return nil
 	}
-	opts := podpath.ContainerdOptions(view.DataDir, view.Effective, "", "")
+	opts := podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""), view.Unit)
 	dirs, known, err := containerd.SpecDirs(g.host, opts)
 	if err != nil || !known {
 		return nil
@@ -108,7 +108,7 @@ func podHandler(g *globals) string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return ""
 	}
-	c, _, err := containerd.Load(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""))
+	c, _, err := containerd.Load(g.host, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""), view.Unit))
 	if err != nil || c == nil {
 		return ""
 	}
