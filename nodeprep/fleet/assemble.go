@@ -259,10 +259,20 @@ type assembler struct {
 // hostDir is the directory of hostPath in the tree, created, with links
 // in the tree resolved inside it.
 func (a *assembler) hostDir(hostPath string) (string, error) {
-	if err := a.root.MkdirAll(path.Dir(hostPath)); err != nil {
+	return a.mkdir(path.Dir(hostPath))
+}
+
+// mkdir creates the directory hostDir in the tree, links in the tree
+// resolved inside it (hostfs.Root.Path), and returns its path on disk.
+func (a *assembler) mkdir(hostDir string) (string, error) {
+	dir, err := a.root.Path(hostDir)
+	if err == nil {
+		err = os.MkdirAll(dir, hostfs.DirMode)
+	}
+	if err != nil {
 		return "", fmt.Errorf("assembling the host tree: %w", err)
 	}
-	return a.root.Path(path.Dir(hostPath))
+	return dir, nil
 }
 
 // write writes data at hostPath in the tree.
@@ -329,8 +339,8 @@ func (a *assembler) materialize(hostPath string) error {
 		}
 		return a.materialize(target)
 	case st.IsDir():
-		if err := a.root.MkdirAll(hostPath); err != nil {
-			return fmt.Errorf("assembling the host tree: %w", err)
+		if _, err := a.mkdir(hostPath); err != nil {
+			return err
 		}
 		entries, err := os.ReadDir(src)
 		if err != nil {

@@ -2,8 +2,8 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/cdi/specset"
-	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
@@ -33,12 +32,12 @@ const (
 	CheckCluster       = "cluster check"  // the manifests against the node
 )
 
-// Check statuses (as nodeprep's stage statuses).
+// Check statuses (the words of nodeprep's stage statuses).
 const (
-	StatusOK      = nodeprep.StatusOK
-	StatusWarning = nodeprep.StatusWarning
-	StatusFailed  = nodeprep.StatusFailed
-	StatusSkipped = nodeprep.StatusSkipped
+	StatusOK      = "ok"
+	StatusWarning = "warning"
+	StatusFailed  = "failed"
+	StatusSkipped = "skipped"
 )
 
 // NotJudgedWithoutGPU is what the check cannot judge with no GPU: the
@@ -72,18 +71,49 @@ type Report struct {
 	DurationMS float64 `json:"durationMs"`
 }
 
+// Planned is up's plan of the tree (nodeprep.Plan, made from the config
+// file and the facts' k3s), as Check reports and uses it.
+type Planned struct {
+	// Stages are up's stages, in order, as Results.
+	Stages []Result
+	// Join is the join planned (nil when the plan stopped before it).
+	Join *k3s.Result
+	// CDI is the patch planned (nil when the plan stopped before it).
+	CDI *cdi.PatchResult
+	// CDIOptions, DeviceNames and K3s are the options the plan ran with.
+	CDIOptions  cdi.FileOptions
+	DeviceNames []string
+	K3s         k3s.Options
+}
+
+// Planner makes up's plan of the tree from the config file cfg and the
+// inventory inv. The pipeline package makes it (the command plugs it in:
+// this package sits below the pipeline); errors marked fault.ErrMalformed
+// or fault.ErrUsage are the config's.
+type Planner func(ctx context.Context, cfg config.Config, inv *gpu.Inventory) (*Planned, error)
+
+// Unit is what the facts say of the k3s service: its PATH, its version
+// and the containerd it ships (ContainerdOf).
+func (f *Facts) Unit() k3s.Unit {
+	return k3s.Unit{Path: f.K3s.UnitPath, Version: f.K3s.Version, ContainerdVersion: ContainerdOf(f.K3s.Version)}
+}
+
+// DataDir is k3s's data-dir, k3s's default when the facts name none.
+func (f *Facts) DataDir() string { return f.dataDir() }
+
 // CheckOptions are Check's inputs besides the tree and the facts.
 type CheckOptions struct {
+	// Plan makes up's plan (required).
+	Plan Planner
 	// Manifests are manifest files or directories (as `cluster check`
 	// reads them) to judge against the node; none: only the
 	// configuration's own auto-deployed manifests are.
 	Manifests []string
 	// Arch is the node's GOARCH.
 	Arch string
-	// Version is nodeprep's version, for the plan's report.
-	Version string
-	// Log takes diagnostics (nil: discarded).
-	Log *slog.Logger
+	// Metrics are the metric families nodeprep exports, with their label
+	// names (nodeprep.MetricLabels), for cluster check's KEDA triggers.
+	Metrics map[string][]string
 }
 
 // Inventory is the simulated inventory the facts are judged against
@@ -123,34 +153,22 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 		return r, nil
 	}
 	r.add(Result{Name: CheckConfig, Status: StatusOK, Summary: ConfigPath})
-	up, err := upOptions(root, f, cfg, inv, opts)
-	if err != nil {
-		r.add(Result{Name: CheckConfig, Status: StatusFailed, Problems: []string{"error: " + err.Error()}})
-		return r, nil
+	if opts.Plan == nil {
+		return nil, errors.New("fleet.Check: no planner")
 	}
-	plan, err := nodeprep.Plan(ctx, root, up)
+	plan, err := opts.Plan(ctx, cfg, inv)
 	if err != nil {
+		if errors.Is(err, fault.ErrMalformed) || errors.Is(err, fault.ErrUsage) {
+			r.add(Result{Name: CheckConfig, Status: StatusFailed, Problems: []string{"error: " + err.Error()}})
+			return r, nil
+		}
 		return nil, err
 	}
-	for _, st := range plan.Stages {
-		res := Result{Name: st.Name, Status: st.Status, Summary: st.Summary}
-		sev := "warning: "
-		if st.Status == StatusFailed {
-			sev = "error: "
-		}
-		for _, reason := range st.Reasons {
-			res.Problems = append(res.Problems, sev+reason)
-		}
-		switch {
-		case st.Name == nodeprep.StageSelftest:
-			res.Summary = "not run: no GPU"
-		case st.Name == nodeprep.StageCDI && res.Summary == "" && plan.CDI != nil:
-			res.Summary = fmt.Sprintf("%s patched in memory (%s) and checked", plan.CDI.Spec, count(len(plan.CDI.Changes), "change"))
-		}
+	for _, res := range plan.Stages {
 		r.add(res)
 	}
 	r.add(kubeletCheck(f, plan))
-	r.add(cdiCheck(root, up, plan))
+	r.add(cdiCheck(root, inv, plan))
 	cres, err := clusterCheck(f, cfg, plan, opts)
 	if err != nil {
 		return nil, err
@@ -165,73 +183,6 @@ func (r *Report) add(res Result) {
 		r.OK = false
 	}
 	r.Checks = append(r.Checks, res)
-}
-
-// upOptions are up's options from the config file cfg as `nodeprep up`
-// resolves them with no flags (cmd/nodeprep/app), for the facts' k3s: its
-// real arguments and its unit's PATH and versions, in place of what the
-// config file replays (join.k3sArgs, join.k3sUnitPath: a difference is a
-// warning of the join stage).
-func upOptions(root *hostfs.Root, f *Facts, cfg config.Config, inv *gpu.Inventory, opts CheckOptions) (nodeprep.UpOptions, error) {
-	j := cfg.Join
-	labels, err := k3s.ParseLabels(j.Labels)
-	if err != nil {
-		return nodeprep.UpOptions{}, err
-	}
-	taints, err := k3s.ParseTaints(j.Taints)
-	if err != nil {
-		return nodeprep.UpOptions{}, err
-	}
-	defaultTaint := j.DefaultTaint == nil || *j.DefaultTaint
-	if err := k3s.CheckUnique(labels, nodepolicy.NodeTaints(defaultTaint, taints)); err != nil {
-		return nodeprep.UpOptions{}, err
-	}
-	gfd := j.GFDLabels == nil || *j.GFDLabels
-	if err := nodepolicy.CheckUserLabels(labels, gfd); err != nil {
-		return nodeprep.UpOptions{}, err
-	}
-	env := map[string]string{}
-	if j.K3sEnvironmentFile != "" {
-		if env, err = k3s.LoadEnvironment(root, j.K3sEnvironmentFile, env); err != nil {
-			return nodeprep.UpOptions{}, err
-		}
-	}
-	kopts := k3s.Options{
-		ConfigPath: j.K3sConfig, DataDir: j.K3sDataDir, Env: env, DropIn: j.DropIn,
-		Taints:  nodepolicy.NodeTaints(defaultTaint, taints),
-		K3sArgs: f.K3s.Args, AllowOverride: j.AllowOverride, RequireUnregistered: j.RequireUnregistered,
-		Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },
-		Unit:     k3s.Unit{Path: f.K3s.UnitPath, Version: f.K3s.Version, ContainerdVersion: ContainerdOf(f.K3s.Version)},
-	}
-	if kopts.DataDir == "" {
-		kopts.DataDir = f.dataDir()
-	}
-	c := cfg.CDI
-	cdiOpts := cdi.FileOptions{
-		Spec:     c.Spec,
-		SpecDirs: c.SpecDirs,
-		Discover: cdi.DiscoverOptions{DriverRoot: c.DriverRoot, GlvndDirs: c.GlvndDirs, Arch: opts.Arch, Paths: c.ContainerPaths},
-	}
-	if len(cdiOpts.SpecDirs) == 0 { // what k3s's containerd reads, as cdi check's default
-		if view, err := k3s.Read(root, kopts); err == nil {
-			co := podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""), view.Unit)
-			if dirs, known, err := containerd.SpecDirs(root, co); err == nil && known {
-				cdiOpts.SpecDirs = dirs
-			}
-		}
-	}
-	return nodeprep.UpOptions{
-		Inventory:         func() (*gpu.Inventory, error) { return inv, nil },
-		CDI:               cdiOpts,
-		DeviceNames:       c.DeviceNames,
-		Join:              kopts,
-		GFDLabels:         gfd,
-		MIGStrategy:       j.MIGStrategy,
-		ExtraLabels:       labels,
-		OnSelftestFailure: cfg.Up.OnSelftestFailure,
-		Log:               opts.Log,
-		Version:           opts.Version,
-	}, nil
 }
 
 // ContainerdOf is the containerd version the k3s of version v ships, as
@@ -257,7 +208,7 @@ func ContainerdOf(v string) string {
 
 // kubeletCheck judges the kubelet config file k3s passes, against the
 // node-taint list of the plan's join.
-func kubeletCheck(f *Facts, plan *nodeprep.Report) Result {
+func kubeletCheck(f *Facts, plan *Planned) Result {
 	res := Result{Name: CheckKubeletConfig, Status: StatusOK}
 	p := KubeletConfigPath(f.K3s.Args)
 	if f.K3s.KubeletConfig == nil || p == "" {
@@ -289,18 +240,17 @@ func kubeletCheck(f *Facts, plan *nodeprep.Report) Result {
 // patch --dry-run` would change: an error the patch does not fix fails
 // it; those the patch fixes are up's to fix at boot (a warning). Errors
 // already among the plan's reasons are not said twice.
-func cdiCheck(root *hostfs.Root, up nodeprep.UpOptions, plan *nodeprep.Report) Result {
+func cdiCheck(root *hostfs.Root, inv *gpu.Inventory, plan *Planned) Result {
 	res := Result{Name: CheckCDI, Status: StatusOK}
-	inv, _ := up.Inventory()
-	opts := up.CDI
-	expect, err := nodepolicy.ExpectedCDIDevices(inv, up.DeviceNames)
+	opts := plan.CDIOptions
+	expect, err := nodepolicy.ExpectedCDIDevices(inv, plan.DeviceNames)
 	if err != nil {
 		res.Status, res.Problems = StatusFailed, []string{"error: " + err.Error()}
 		return res
 	}
 	opts.Expect, opts.Discover.DriverVersion = expect, inv.DriverVersion
 	extra := nodepolicy.InventoryFindings(inv)
-	if view, err := k3s.Read(root, up.Join); err != nil {
+	if view, err := k3s.Read(root, plan.K3s); err != nil {
 		extra = append(extra, cdi.Finding{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()})
 	} else if fs, err := podpath.RuntimeFindings(root, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, opts.Spec, opts.Discover.DriverRoot), view.Unit)); err != nil {
 		extra = append(extra, cdi.Finding{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()})
@@ -314,7 +264,8 @@ func cdiCheck(root *hostfs.Root, up nodeprep.UpOptions, plan *nodeprep.Report) R
 	}
 	said := map[string]bool{}
 	for _, st := range plan.Stages {
-		for _, reason := range st.Reasons {
+		for _, p := range st.Problems {
+			_, reason, _ := strings.Cut(p, ": ")
 			said[reason] = true
 		}
 	}
@@ -359,7 +310,7 @@ func boolInt(b bool) int {
 // node-taint lists (nodeprep's drop-in among them), the pool label as
 // `cluster check` picks it (cluster.poolLabel, else the first of
 // join.labels).
-func clusterCheck(f *Facts, cfg config.Config, plan *nodeprep.Report, opts CheckOptions) (Result, error) {
+func clusterCheck(f *Facts, cfg config.Config, plan *Planned, opts CheckOptions) (Result, error) {
 	res := Result{Name: CheckCluster, Status: StatusOK}
 	rd := cluster.Reader{IsConfig: func(doc []byte) bool {
 		_, err := config.Parse("", doc, config.Default(opts.Arch))
@@ -400,7 +351,7 @@ func clusterCheck(f *Facts, cfg config.Config, plan *nodeprep.Report, opts Check
 		res.Status, res.Problems = StatusFailed, []string{"error: " + err.Error()}
 		return res, nil
 	}
-	rep := cluster.Check(objs, skip, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels})
+	rep := cluster.Check(objs, skip, cluster.CheckOptions{Pool: pool, Metrics: opts.Metrics})
 	judged := 0
 	for _, row := range rep.Rows {
 		for _, c := range row.Cells {
@@ -422,7 +373,7 @@ func clusterCheck(f *Facts, cfg config.Config, plan *nodeprep.Report, opts Check
 // nodePool is the node as `cluster check` models a pool node: the labels
 // and taints the plan's join registers it with (k3s's merged lists), or
 // the config's when the plan stopped before the join.
-func nodePool(cfg config.Config, plan *nodeprep.Report, arch string) (cluster.Pool, error) {
+func nodePool(cfg config.Config, plan *Planned, arch string) (cluster.Pool, error) {
 	labels, err := k3s.ParseLabels(cfg.Join.Labels)
 	if err != nil {
 		return cluster.Pool{}, err

@@ -1,6 +1,7 @@
 package clustercmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
+	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/fleet"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -67,13 +70,12 @@ Exit status: 0 the node would be ready and the manifests fit it, 1 not,
 	f.StringVar(&o.arch, "arch", runtime.GOARCH, "the node's architecture as GOARCH names it")
 	f.StringArrayVar(&o.stores, "store-root", nil, "a directory the facts' store paths are read from (repeatable, the first that has a path wins; default /)")
 	_ = f.MarkHidden("store-root") // tests: a host tree stands in for /nix/store
-	_ = cmd.MarkFlagRequired("facts")
 	return cmd
 }
 
 func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 	if o.facts == "" {
-		return fault.Usage(errors.New(`--facts "": name the facts file`))
+		return fault.Usage(errors.New("check-node needs --facts FILE: the facts file of the node configuration"))
 	}
 	data, err := bounded.ReadFile(o.facts, fleet.MaxFacts)
 	switch {
@@ -115,7 +117,20 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return err
 	}
 	rep, err := fleet.Check(cmd.Context(), root, facts, inv, fleet.CheckOptions{
-		Manifests: o.manifests, Arch: o.arch, Log: env.Log(),
+		Manifests: o.manifests, Arch: o.arch, Metrics: nodeprep.MetricLabels,
+		Plan: func(ctx context.Context, cfg config.Config, inv *gpu.Inventory) (*fleet.Planned, error) {
+			up, err := nodeprep.UpOptionsFromConfig(root, cfg, nodeprep.ConfigPlan{
+				Inventory: inv, Arch: o.arch, K3sArgs: facts.K3s.Args, Unit: facts.Unit(), DataDir: facts.DataDir(), Log: env.Log(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			rep, err := nodeprep.Plan(ctx, root, up)
+			if err != nil {
+				return nil, err
+			}
+			return planned(rep, up), nil
+		},
 	})
 	if err != nil {
 		return err
@@ -131,6 +146,31 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return err
 	}
 	return nil
+}
+
+// planned is up's plan as check-node reports it: each stage a check, the
+// self-test said not to run, the cdi stage summarised by the patch
+// planned (up's summary comes with the write, which a plan does not do).
+func planned(rep *nodeprep.Report, up nodeprep.UpOptions) *fleet.Planned {
+	p := &fleet.Planned{Join: rep.Join, CDI: rep.CDI, CDIOptions: up.CDI, DeviceNames: up.DeviceNames, K3s: up.Join}
+	for _, st := range rep.Stages {
+		res := fleet.Result{Name: st.Name, Status: st.Status, Summary: st.Summary}
+		sev := "warning: "
+		if st.Status == nodeprep.StatusFailed {
+			sev = "error: "
+		}
+		for _, reason := range st.Reasons {
+			res.Problems = append(res.Problems, sev+reason)
+		}
+		switch {
+		case st.Name == nodeprep.StageSelftest:
+			res.Summary = "not run: no GPU"
+		case st.Name == nodeprep.StageCDI && res.Summary == "" && rep.CDI != nil:
+			res.Summary = fmt.Sprintf("%s patched in memory (%s) and checked", rep.CDI.Spec, app.Count(len(rep.CDI.Changes), "change"))
+		}
+		p.Stages = append(p.Stages, res)
+	}
+	return p
 }
 
 // writeCheckNodeText prints each check, ✓ ! ✗ or -, with its problems,
