@@ -36,7 +36,10 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
 	}
-	if !present && view.Effective.ContainerRuntimeEndpoint == nil {
+	// With the k3s unit's PATH known (join.k3sUnitPath), a k3s that has
+	// never started is judged too: the handlers it will register are
+	// predicted from where it looks.
+	if !present && view.Effective.ContainerRuntimeEndpoint == nil && view.Unit.Path == nil {
 		return nil
 	}
 	findings, err := podpath.RuntimeFindings(g.host, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot), view.Unit))

@@ -178,7 +178,9 @@ func planned(rep *nodeprep.Report, up nodeprep.UpOptions) *fleet.Planned {
 // node's name.
 func writeCheckNodeText(w io.Writer, r *fleet.Report) error {
 	var b strings.Builder
-	p := func(format string, args ...any) { fmt.Fprintf(&b, "%s: "+format+"\n", append([]any{r.Node}, args...)...) }
+	p := func(format string, args ...any) {
+		fmt.Fprintf(&b, "%s: "+format+"\n", append([]any{r.Node}, args...)...)
+	}
 	p("simulated GPUs (%s): no real driver was used", r.Simulated)
 	problems := 0
 	for _, c := range r.Checks {
