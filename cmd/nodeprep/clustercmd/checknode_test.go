@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -129,6 +130,65 @@ func TestCheckNodeUsage(t *testing.T) {
 	} {
 		if _, errOut, code := clusterRun(t, "", tt.args...); code != tt.code {
 			t.Errorf("%q: exit %d, want %d\n%s", tt.args, code, tt.code, errOut)
+		}
+	}
+}
+
+// TestCheckNodeDocExamples: the check-node examples in docs/commands.md
+// are what the command prints for testdata/fleet's cases (the facts file
+// the example names, minus .json, is the case; gpu-01 is "good"): each
+// line of an example is a line of the output, in order, "…" skipping
+// lines, as TestCommandsDocExamples pins the cdi examples.
+func TestCheckNodeDocExamples(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "commands.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "$ nodeprep cluster check-node"):
+			cur = line
+			examples[cur] = nil
+		case cur != "" && line == "```":
+			cur = ""
+		case cur != "":
+			examples[cur] = append(examples[cur], line)
+		}
+	}
+	if len(examples) < 2 {
+		t.Fatalf("docs/commands.md has %d check-node examples, want the good node and no-handler", len(examples))
+	}
+	for command, lines := range examples {
+		fields := strings.Fields(command)
+		i := slices.Index(fields, "--facts")
+		if i < 0 || i+1 == len(fields) {
+			t.Fatalf("%q names no facts file", command)
+		}
+		name := strings.TrimSuffix(fields[i+1], ".json")
+		if name == "gpu-01" {
+			name = "good"
+		}
+		stdout, _, _ := clusterRun(t, "", checkNodeArgs(filepath.Join(fleetCorpus, name))...)
+		out := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+		elided, j := false, 0
+		for _, l := range lines {
+			if strings.TrimSpace(l) == "…" {
+				elided = true
+				continue
+			}
+			for j < len(out) && out[j] != l && elided {
+				j++
+			}
+			if j == len(out) || out[j] != l {
+				t.Fatalf("docs/commands.md's example line\n%s\nis not in the output of %s (in order):\n%s", l, name, stdout)
+			}
+			j++
+		}
+		if !elided && j != len(out) {
+			t.Errorf("the example of %s stops before the output does:\n%s", name, stdout)
 		}
 	}
 }
