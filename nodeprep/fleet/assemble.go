@@ -30,6 +30,18 @@ const (
 	containerdTmpl    = "agent/etc/containerd/config.toml.tmpl"     // under k3s's data-dir
 )
 
+// GenerateError is Assemble's error when the spec generator refuses the
+// configuration (the toolkit's generator unit would fail on the node):
+// the tree is assembled without a spec, and Check reports the reason.
+type GenerateError struct{ Err error }
+
+func (e *GenerateError) Error() string {
+	return "the toolkit's generator would write no CDI spec: " + e.Err.Error()
+}
+
+// Unwrap returns the generator's error.
+func (e *GenerateError) Unwrap() error { return e.Err }
+
 // SpecGenerator returns the CDI spec (JSON) that `nvidia-ctk cdi generate`
 // run with args would write on the host tree root for the GPUs of inv:
 // the package that synthesises it (cdi/generate) is plugged in here.
@@ -64,7 +76,8 @@ type AssembleOptions struct {
 // opts.Store at their own paths; /var/run is a link to /run); the NVIDIA
 // runtimes on the k3s unit's PATH; and the CDI spec opts.Generate writes,
 // at cdi.DefaultSpecPath, with an empty file standing in for each device
-// node it names (the driver makes them on the node). It returns the tree's root. Errors: a file that
+// node it names (the driver makes them on the node). When the generator
+// fails, the tree without a spec is returned with a *GenerateError. It returns the tree's root. Errors: a file that
 // cannot be written or copied, or more than opts.MaxFiles files to copy.
 func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) {
 	if len(opts.Stores) == 0 {
@@ -139,7 +152,9 @@ func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) 
 	if f.Toolkit.Enable && opts.Generate != nil {
 		spec, err := opts.Generate(root, opts.Inventory, f.Toolkit.GeneratorArgs)
 		if err != nil {
-			return nil, fmt.Errorf("generating the CDI spec for %s: %w", f.Name, err)
+			// The generator unit would fail at boot: no spec, which Check
+			// reports (cdi stage) with this reason.
+			return root, &GenerateError{Err: err}
 		}
 		if err := a.write(cdi.DefaultSpecPath, spec, 0o644); err != nil {
 			return nil, err

@@ -1,11 +1,14 @@
 package fleet
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
@@ -88,5 +91,40 @@ func TestAssembleBounded(t *testing.T) {
 	_, err = Assemble(t.TempDir(), f, AssembleOptions{Stores: []string{testkit.Testdata(t, "hosts", "nixos-h200")}, MaxFiles: 10})
 	if err == nil {
 		t.Fatal("no error for more than 10 files")
+	}
+}
+
+// TestAssembleGeneratorRefuses: a generator that refuses the configuration
+// leaves the tree without a spec and says why (*GenerateError), and Check
+// reports it as a failed check of its own: the node would have no spec.
+func TestAssembleGeneratorRefuses(t *testing.T) {
+	t.Parallel()
+	f, err := ParseFacts("good.json", goodFacts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := errors.New("a GPU in MIG mode is not modelled")
+	root, err := Assemble(t.TempDir(), f, AssembleOptions{
+		Stores:   []string{testkit.Testdata(t, "hosts", "nixos-h200")},
+		Generate: func(*hostfs.Root, *gpu.Inventory, []string) ([]byte, error) { return nil, refusal },
+	})
+	var ge *GenerateError
+	if !errors.As(err, &ge) || !errors.Is(err, refusal) || root == nil {
+		t.Fatalf("Assemble: %v, %v; want the tree and a GenerateError wrapping the refusal", root, err)
+	}
+	if root.Exists(cdi.DefaultSpecPath) {
+		t.Errorf("a spec was written")
+	}
+	inv, err := Inventory(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(context.Background(), root, f, inv, CheckOptions{Arch: "amd64", Generated: ge,
+		Plan: func(context.Context, config.Config, *gpu.Inventory) (*Planned, error) { return &Planned{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || len(rep.Checks) < 2 || rep.Checks[1].Name != CheckGenerate || rep.Checks[1].Status != StatusFailed {
+		t.Errorf("report %+v, want a failed %q check", rep, CheckGenerate)
 	}
 }

@@ -27,6 +27,7 @@ import (
 // Names of the checks of a Report, in order.
 const (
 	CheckConfig        = "config"         // nodeprep's config file
+	CheckGenerate      = "cdi generate"   // the spec the toolkit's generator writes
 	CheckKubeletConfig = "kubelet-config" // the kubelet config file k3s passes
 	CheckCDI           = "cdi check"      // cdi check, and what cdi patch --dry-run would change
 	CheckCluster       = "cluster check"  // the manifests against the node
@@ -105,6 +106,9 @@ func (f *Facts) DataDir() string { return f.dataDir() }
 type CheckOptions struct {
 	// Plan makes up's plan (required).
 	Plan Planner
+	// Generated is Assemble's *GenerateError, if any: reported as a failed
+	// "cdi generate" check.
+	Generated *GenerateError
 	// Manifests are manifest files or directories (as `cluster check`
 	// reads them) to judge against the node; none: only the
 	// configuration's own auto-deployed manifests are.
@@ -153,6 +157,9 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 		return r, nil
 	}
 	r.add(Result{Name: CheckConfig, Status: StatusOK, Summary: ConfigPath})
+	if opts.Generated != nil {
+		r.add(Result{Name: CheckGenerate, Status: StatusFailed, Problems: []string{"error: " + opts.Generated.Error()}})
+	}
 	if opts.Plan == nil {
 		return nil, errors.New("fleet.Check: no planner")
 	}

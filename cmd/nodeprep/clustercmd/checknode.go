@@ -113,11 +113,15 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 	}
 	defer os.RemoveAll(dir)
 	root, err := fleet.Assemble(dir, facts, fleet.AssembleOptions{Stores: o.stores, Generate: gen, Inventory: inv})
+	var generated *fleet.GenerateError
+	if errors.As(err, &generated) && !errors.Is(err, fault.ErrUnavailable) {
+		err = nil // the check reports it: the node would have no spec
+	}
 	if err != nil {
 		return err
 	}
 	rep, err := fleet.Check(cmd.Context(), root, facts, inv, fleet.CheckOptions{
-		Manifests: o.manifests, Arch: o.arch, Metrics: nodeprep.MetricLabels,
+		Manifests: o.manifests, Arch: o.arch, Metrics: nodeprep.MetricLabels, Generated: generated,
 		Plan: func(ctx context.Context, cfg config.Config, inv *gpu.Inventory) (*fleet.Planned, error) {
 			up, err := nodeprep.UpOptionsFromConfig(root, cfg, nodeprep.ConfigPlan{
 				Inventory: inv, Arch: o.arch, K3sArgs: facts.K3s.Args, Unit: facts.Unit(), DataDir: facts.DataDir(), Log: env.Log(),
