@@ -149,6 +149,17 @@ func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) 
 			}
 		}
 	}
+	// What the generator reads (--ldconfig-path, --nvidia-cdi-hook-path,
+	// --library-search-path) and the module's extra mounts are on the node.
+	named := strings.Join(f.Toolkit.GeneratorArgs, " ")
+	for _, m := range f.Toolkit.Mounts {
+		named += " " + m.HostPath
+	}
+	for _, sp := range storePaths(named) {
+		if err := a.materialize(sp); err != nil {
+			return nil, err
+		}
+	}
 	if f.Toolkit.Enable && opts.Generate != nil {
 		spec, err := opts.Generate(root, opts.Inventory, f.Toolkit.GeneratorArgs)
 		if err != nil {
