@@ -34,17 +34,24 @@ func TestAssemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const ldconfig = "/nix/store/3c4d5f6g7h8j9k0l1m2n3p4q5r6s7a8b-glibc-2.39-52-bin/bin/ldconfig"
+	f.Toolkit.GeneratorArgs = append(f.Toolkit.GeneratorArgs, "--ldconfig-path", ldconfig)
 	var gotArgs []string
+	ldconfigThere := false
 	dir := t.TempDir()
 	root, err := Assemble(dir, f, AssembleOptions{
 		Stores: []string{testkit.Testdata(t, "hosts", "nixos-h200"), testkit.Testdata(t, "hosts", "nvruntime-nixos-117")},
-		Generate: func(_ *hostfs.Root, _ *gpu.Inventory, args []string) ([]byte, error) {
+		Generate: func(root *hostfs.Root, _ *gpu.Inventory, args []string) ([]byte, error) {
 			gotArgs = args
+			ldconfigThere = root.Exists(ldconfig) // what the generator reads is there before it runs
 			return spec, nil
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !ldconfigThere {
+		t.Errorf("%s, named by the generator's arguments, was not in the tree when it ran", ldconfig)
 	}
 	if len(gotArgs) != len(f.Toolkit.GeneratorArgs) {
 		t.Errorf("generator got %q, want the facts' %q", gotArgs, f.Toolkit.GeneratorArgs)
