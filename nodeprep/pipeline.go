@@ -12,6 +12,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
 )
@@ -57,6 +58,9 @@ type env struct {
 	inv     *gpu.Inventory     // healthy GPUs only, for the self-test and labels
 	patch   *specset.PatchPlan // the cdi stage's plan: every GPU spec in the runtime's view
 	expect  int                // device names the spec was checked for
+	// joinPlan is the join planned for a self-test that passed (Plan
+	// reports it as the join's result).
+	joinPlan *k3s.Result
 	// probes are the self-test's children, started as soon as the
 	// inventory is in (they test the host's drivers, not the plan) so
 	// that they run while the other stages plan; stopProbes stops them.

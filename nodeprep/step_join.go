@@ -49,6 +49,7 @@ func (e *env) checkJoin(st *StageResult) error {
 			return err
 		}
 		if !r.tainted {
+			e.joinPlan = res
 			if err := e.containerdVerdict(st, res); err != nil {
 				return err
 			}

@@ -127,6 +127,11 @@ type JoinConfig struct {
 	RequireUnregistered bool `yaml:"requireUnregistered" json:"requireUnregistered"`
 	// K3sArgs are the k3s agent's command-line arguments ("--node-taint=...").
 	K3sArgs []string `yaml:"k3sArgs" json:"k3sArgs"`
+	// K3sUnitPath are the directories of the k3s service's PATH, in order
+	// (the NixOS module sets them): before k3s has rendered its containerd
+	// config, nodeprep predicts from them the NVIDIA runtime handlers k3s
+	// will register, and a node where k3s would find none is not ready.
+	K3sUnitPath []string `yaml:"k3sUnitPath" json:"k3sUnitPath"`
 }
 
 // SelftestConfig is the `selftest:` section.

@@ -80,6 +80,19 @@ type Options struct {
 	// DriverRoot is the driver root (NixOS /run/opengl-driver): a runtime
 	// BinaryName under it is a path into the driver package.
 	DriverRoot string
+	// UnitPath are the directories of the k3s service's PATH, in order
+	// (join.k3sUnitPath: the NixOS module passes them). When set and k3s
+	// has not rendered config.toml yet, the handlers k3s will register
+	// are predicted from where it looks (PredictRuntimes) and judged as
+	// rendered ones; nil: unknown, nothing is predicted.
+	UnitPath []string
+	// K3sVersion is the version of k3s ("v1.33.4+k3s1"; "" for a current
+	// one): where it looks for the NVIDIA runtimes (SearchesPath).
+	K3sVersion string
+	// ContainerdVersion is the version of the containerd k3s ships
+	// ("2.0.5"), for when its binary cannot be read (a host tree
+	// assembled from a configuration); "" when unknown.
+	ContainerdVersion string
 }
 
 // Runtime is one nvidia runtime handler of the CRI plugin.
@@ -107,6 +120,14 @@ type Config struct {
 	// version 3 file, or the reverse), which the containerd of this version
 	// does not read; sorted by name. Not in Runtimes.
 	MisplacedRuntimes []Runtime `json:"misplacedRuntimes,omitempty" yaml:"misplacedRuntimes,omitempty"`
+	// Predicted is true for a config k3s has not rendered and that has no
+	// template of the user's: only the handlers k3s would find
+	// (Prediction) and the default spec directories are known.
+	Predicted bool `json:"predicted,omitempty" yaml:"predicted,omitempty"`
+	// Prediction is where k3s would look for the NVIDIA runtimes and what
+	// it would find, when Runtimes hold handlers k3s's base template adds
+	// (PredictRuntimes); nil for a rendered config.
+	Prediction *Prediction `json:"prediction,omitempty" yaml:"prediction,omitempty"`
 }
 
 // CDIEnabled reports whether CDI is on: enable_cdi when set, else the
@@ -177,8 +198,13 @@ func Parse(name string, data []byte) (*Config, error) {
 			c.Runtimes = append(c.Runtimes, Runtime{Name: name, BinaryName: rt.Options.BinaryName})
 		}
 	}
-	sort.Slice(c.Runtimes, func(i, j int) bool { return c.Runtimes[i].Name < c.Runtimes[j].Name })
+	sortRuntimes(c.Runtimes)
 	return c, nil
+}
+
+// sortRuntimes sorts runtime handlers by name.
+func sortRuntimes(rts []Runtime) {
+	sort.Slice(rts, func(i, j int) bool { return rts[i].Name < rts[j].Name })
 }
 
 // templateAction matches a Go template action; Load drops them to read a
@@ -213,6 +239,11 @@ func ConfigPath(dataDir string) string { return path.Join(dataDir, configDir, co
 // when neither config.toml nor a template exists. When config.toml is
 // missing but a template exists, the template is read with its template
 // actions removed. The second result is the template's host path, if any.
+//
+// With opts.UnitPath set and no config.toml, the handlers k3s's base
+// template will add are predicted (PredictRuntimes) and added to the
+// template's config when it is built on {{ template "base" . }}, or make
+// up the config (Config.Predicted) when there is no template.
 // Errors: unreadable (fault.ErrUnavailable) or malformed, also larger
 // than bounded.MaxContainerdConfig (fault.ErrMalformed).
 func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
@@ -229,12 +260,19 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	}
 	p := path.Join(dir, configFile)
 	data, err := root.ReadFile(p, bounded.MaxContainerdConfig)
+	based := false // a template built on k3s's base, which adds the handlers it finds
 	if errors.Is(err, fs.ErrNotExist) && tmpl != "" {
 		p = tmpl
 		data, err = root.ReadFile(p, bounded.MaxContainerdConfig)
+		based = err == nil && baseTemplate().Match(data)
 		data = templateVersion(p, data)
 	}
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.UnitPath != nil:
+		pred := PredictRuntimes(root, opts.UnitPath, opts.K3sVersion)
+		c := predicted(opts.DataDir, pred)
+		c.Prediction = &pred
+		return c, tmpl, nil
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, tmpl, nil
 	case errors.Is(err, bounded.ErrTooLarge):
@@ -243,6 +281,11 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 		return nil, tmpl, fault.Unavailable(fmt.Errorf("reading containerd config %q: %w", p, err))
 	}
 	c, err := Parse(p, data)
+	if err == nil && based && opts.UnitPath != nil {
+		pred := PredictRuntimes(root, opts.UnitPath, opts.K3sVersion)
+		addPredicted(c, pred)
+		c.Prediction = &pred
+	}
 	return c, tmpl, err
 }
 
@@ -286,10 +329,15 @@ func Check(root *hostfs.Root, opts Options) (*Report, error) {
 	if tmpl != "" && c.Path != tmpl {
 		r.Findings = append(r.Findings, warnf(CodeTemplate, "%s is rendered from %s at each k3s start: fix problems in the template", c.Path, tmpl))
 	}
-	cdiFs, installed := cdiFindings(root, opts.DataDir, c)
-	r.Installed = installed
-	r.Findings = append(r.Findings, cdiFs...)
-	r.Findings = append(r.Findings, misplacedFindings(c, installed)...)
+	if c.Prediction != nil && !slices.ContainsFunc(c.Runtimes, func(rt Runtime) bool { return rt.BinaryName != "" }) {
+		r.Findings = append(r.Findings, noHandler(*c.Prediction, opts.DataDir))
+	}
+	if !c.Predicted { // k3s's own defaults are not known: nothing to judge
+		cdiFs, installed := cdiFindings(root, opts, c)
+		r.Installed = installed
+		r.Findings = append(r.Findings, cdiFs...)
+		r.Findings = append(r.Findings, misplacedFindings(c, installed)...)
+	}
 	r.Findings = append(r.Findings, checkSpecDirs(root, c, opts.SpecPaths)...)
 	for _, rt := range c.Runtimes {
 		r.Findings = append(r.Findings, checkRuntime(root, c, rt, opts.DriverRoot)...)

@@ -87,12 +87,19 @@ func ReadInstalled(root *hostfs.Root, binary string) (*Installed, error) {
 			break
 		}
 	}
+	return installedOf(binary, v)
+}
+
+// installedOf is the containerd at binary of version v ("v2.0.5-k3s1"),
+// its major and minor parsed. Errors: v names no version.
+func installedOf(binary, v string) (*Installed, error) {
 	v = strings.TrimPrefix(v, "v")
 	in := &Installed{Path: binary, Version: v}
 	parts := strings.SplitN(v, ".", 3)
 	if len(parts) < 2 {
 		return nil, fmt.Errorf("reading containerd's version from %s: its build information names no containerd version (%q)", binary, v)
 	}
+	var err error
 	if in.Major, err = strconv.Atoi(parts[0]); err == nil {
 		in.Minor, err = strconv.Atoi(leadingDigits(parts[1]))
 	}
@@ -129,8 +136,14 @@ func (in *Installed) alwaysCDI() bool { return in.Major > 2 || in.Major == 2 && 
 //   - the binary cannot be read: the config's version decides as before
 //     (3: containerd 2.x, on by default; 2: 1.x, off), and an error says
 //     the binary could not be read.
-func cdiFindings(root *hostfs.Root, dataDir string, c *Config) (cdi.Findings, *Installed) {
+func cdiFindings(root *hostfs.Root, opts Options, c *Config) (cdi.Findings, *Installed) {
+	dataDir := opts.DataDir
 	in, err := ReadInstalled(root, BinaryPath(dataDir))
+	if err != nil && opts.ContainerdVersion != "" {
+		if known, kerr := installedOf(BinaryPath(dataDir)+" (as k3s ships it)", opts.ContainerdVersion); kerr == nil {
+			in, err = known, nil
+		}
+	}
 	var out cdi.Findings
 	off := func(why string) cdi.Finding {
 		return errorf(CodeCDIDisabled, "%s: %s: pods asking for nvidia.com/gpu CDI devices never get the patched spec; set enable_cdi = true under [plugins.%q]", c.Path, why, criPlugin(c.Version))

@@ -76,6 +76,24 @@ type Options struct {
 	// sets one (default DefaultDataDir); agent state under <data-dir>/agent
 	// means the node has registered.
 	DataDir string
+	// Unit is what is known of the k3s service beyond its files and
+	// arguments (its PATH, its version); it is carried into Result and
+	// View for the containerd check.
+	Unit Unit
+}
+
+// Unit is what is known of the k3s service beyond its configuration:
+// where k3s finds the NVIDIA runtimes it registers as containerd runtime
+// handlers before it has rendered its containerd config.
+type Unit struct {
+	// Path are the directories of the k3s service's PATH, in order (the
+	// NixOS module passes them: join.k3sUnitPath); nil when unknown.
+	Path []string
+	// Version is k3s's version ("v1.33.4+k3s1"), "" when unknown.
+	Version string
+	// ContainerdVersion is the version of the containerd that k3s ships
+	// ("2.0.5"), "" when unknown (then it is read from its binary).
+	ContainerdVersion string
 }
 
 // Result is what Plan found and what Apply did.
@@ -104,6 +122,8 @@ type Result struct {
 	RegistrationEvidence string `json:"registrationEvidence,omitempty" yaml:"registrationEvidence,omitempty"` // the agent state file that shows the node registered, or empty
 	// Warnings are findings that do not stop the write.
 	Warnings []string `json:"warnings" yaml:"warnings"`
+	// Unit is Options.Unit, for the containerd check.
+	Unit Unit `json:"-" yaml:"-"`
 	// Changed is true when the drop-in on disk differs from Content (or is
 	// missing); Apply writes only then.
 	Changed bool `json:"changed" yaml:"changed"`
@@ -228,6 +248,7 @@ func Plan(root *hostfs.Root, opts Options) (*Result, error) {
 	conflicts = append(conflicts, reservedConflicts(eff, r.DropInPath, opts.Reserved)...)
 
 	r.DataDir, r.DataDirSource = opts.dataDir(eff)
+	r.Unit = opts.Unit
 	if err := checkAbs("data-dir", r.DataDir, r.DataDirSource); err != nil {
 		return nil, err
 	}

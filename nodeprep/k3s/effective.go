@@ -438,6 +438,8 @@ type View struct {
 	DataDirSource string `json:"dataDirSource" yaml:"dataDirSource"` // see DataDir
 	// Effective is the merge of the files and o.K3sArgs.
 	Effective *Effective `json:"effective" yaml:"effective"`
+	// Unit is Options.Unit, for the containerd check.
+	Unit Unit `json:"-" yaml:"-"`
 }
 
 // Read locates and merges k3s's configuration under root (Locate, ReadFiles,
@@ -445,7 +447,7 @@ type View struct {
 // data-dir. Errors: those of ReadFiles and Merge, and a config file or
 // data-dir that is not absolute (fault.ErrMalformed).
 func Read(root *hostfs.Root, o Options) (*View, error) {
-	v := &View{Location: o.Locate()}
+	v := &View{Location: o.Locate(), Unit: o.Unit}
 	if err := checkAbs("config file", v.ConfigPath, v.Source); err != nil {
 		return nil, err
 	}

@@ -9,12 +9,21 @@ import (
 
 // ContainerdOptions are the containerd check's inputs for k3s's effective
 // data-dir and container-runtime-endpoint (from k3s.Result or k3s.View)
-// and the CDI spec nodeprep patches.
+// and the CDI spec nodeprep patches. UnitOptions adds the k3s service's
+// PATH and versions.
 func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot string) containerd.Options {
 	o := containerd.Options{DataDir: dataDir, SpecPaths: []string{spec}, DriverRoot: driverRoot}
 	if eff != nil && eff.ContainerRuntimeEndpoint != nil {
 		o.Endpoint = eff.ContainerRuntimeEndpoint.Value
 	}
+	return o
+}
+
+// UnitOptions sets in o what is known of the k3s service (k3s.Unit): its
+// PATH, where k3s finds the NVIDIA runtimes before it has rendered its
+// containerd config, and its versions.
+func UnitOptions(o containerd.Options, u k3s.Unit) containerd.Options {
+	o.UnitPath, o.K3sVersion, o.ContainerdVersion = u.Path, u.Version, u.ContainerdVersion
 	return o
 }
 
@@ -29,7 +38,7 @@ func ContainerdOptions(dataDir string, eff *k3s.Effective, spec, driverRoot stri
 // The pod-path findings (Judge: does a GPU pod of the runtime handlers
 // get the patched spec?) come with them.
 func ContainerdFindings(host *hostfs.Root, res *k3s.Result, spec, driverRoot string) (findings cdi.Findings, notes []string) {
-	rep, err := containerd.Check(host, ContainerdOptions(res.DataDir, res.Effective, spec, driverRoot))
+	rep, err := containerd.Check(host, UnitOptions(ContainerdOptions(res.DataDir, res.Effective, spec, driverRoot), res.Unit))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}, nil
 	}

@@ -111,6 +111,7 @@ func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error)
 			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
 			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
 			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
+			Unit:                k3s.Unit{Path: cfg.K3sUnitPath},
 			// k3s's own files and arguments may not set a label nodeprep
 			// derives, as --label may not.
 			Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },

@@ -36,10 +36,13 @@ func runtimeFindings(g *globals, spec, driverRoot string) cdi.Findings {
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: "containerd config not checked: " + err.Error()}}
 	}
-	if !present && view.Effective.ContainerRuntimeEndpoint == nil {
+	// With the k3s unit's PATH known (join.k3sUnitPath), a k3s that has
+	// never started is judged too: the handlers it will register are
+	// predicted from where it looks.
+	if !present && view.Effective.ContainerRuntimeEndpoint == nil && view.Unit.Path == nil {
 		return nil
 	}
-	findings, err := podpath.RuntimeFindings(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot))
+	findings, err := podpath.RuntimeFindings(g.host, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, spec, driverRoot), view.Unit))
 	if err != nil {
 		return cdi.Findings{{Severity: cdi.SeverityError, Code: containerd.CodeBadConfig, Message: err.Error()}}
 	}
@@ -82,7 +85,7 @@ func runtimeSpecDirs(g *globals) []string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return nil
 	}
-	opts := podpath.ContainerdOptions(view.DataDir, view.Effective, "", "")
+	opts := podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""), view.Unit)
 	dirs, known, err := containerd.SpecDirs(g.host, opts)
 	if err != nil || !known {
 		return nil
@@ -108,7 +111,7 @@ func podHandler(g *globals) string {
 	if err != nil || !g.host.Exists(view.DataDir) {
 		return ""
 	}
-	c, _, err := containerd.Load(g.host, podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""))
+	c, _, err := containerd.Load(g.host, podpath.UnitOptions(podpath.ContainerdOptions(view.DataDir, view.Effective, "", ""), view.Unit))
 	if err != nil || c == nil {
 		return ""
 	}

@@ -1,0 +1,194 @@
+package clustercmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var fleetCorpus = filepath.Join("..", "..", "..", "testdata", "fleet")
+
+// checkNodeArgs are check-node's arguments for a case of testdata/fleet:
+// its facts, its manifests, the nixos-h200 spec in place of the
+// synthesised one, and the test stores.
+func checkNodeArgs(dir string, extra ...string) []string {
+	hosts := filepath.Join("..", "..", "..", "testdata", "hosts")
+	args := []string{"cluster", "check-node", "--facts", filepath.Join(dir, "facts.json"),
+		"--spec-file", filepath.Join(hosts, "nixos-h200", "run", "cdi", "nvidia-container-toolkit.json"),
+		"--store-root", filepath.Join(fleetCorpus, "store"),
+		"--store-root", filepath.Join(hosts, "nixos-h200"),
+		"--store-root", filepath.Join(hosts, "nvruntime-nixos-117")}
+	if _, err := os.Stat(filepath.Join(dir, "manifests")); err == nil {
+		args = append(args, "--manifests", filepath.Join(dir, "manifests"))
+	}
+	return append(args, extra...)
+}
+
+// TestCheckNode runs `cluster check-node` on every case of
+// testdata/fleet (README.md there): one per fault kind fails (exit 1)
+// with nodeprep's reason naming the node, the good node passes (exit 0),
+// and facts with a field nodeprep does not know are refused (exit 65,
+// naming it). The text output is compared with expected.txt.
+func TestCheckNode(t *testing.T) {
+	t.Parallel()
+	want := map[string]struct {
+		code int
+		says string // in the output
+	}{
+		"good":             {0, "ok: the node would be ready"},
+		"missing-library":  {1, "unresolved-library: vulkan-icd /run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json names /nix/store/0m1n2p3q4r5s6a7b8c9d0f1g2h3j4k5l-nvidia-x11-550.54.15-6.6.30/lib/libGLX_nvidia.so.0"},
+		"template-cdi-off": {1, "containerd-cdi-disabled: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl: enable_cdi = false"},
+		"taint-refused":    {1, `taint "dedicated=gpu:NoSchedul": effect "NoSchedul" is not one of`},
+		"kubelet-taint":    {1, "registerWithTaints (dedicated=gpu:NoSchedule) never reaches the node"},
+		"untolerated":      {1, "untolerated taint nvidia.com/gpu=present:NoSchedule"},
+		"no-handler":       {1, "k3s would register no NVIDIA runtime handler"},
+		"unknown-field":    {65, `unknown field "nodeLabels"`},
+	}
+	dirs, _ := filepath.Glob(filepath.Join(fleetCorpus, "*", "facts.json"))
+	if len(dirs) != len(want) {
+		t.Errorf("%d cases in %s, want %d", len(dirs), fleetCorpus, len(want))
+	}
+	for _, facts := range dirs {
+		dir := filepath.Dir(facts)
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			w, ok := want[name]
+			if !ok {
+				t.Fatalf("no expectation for %s", name)
+			}
+			out, errOut, code := clusterRun(t, "", checkNodeArgs(dir)...)
+			if code != w.code || !strings.Contains(out+errOut, w.says) {
+				t.Errorf("exit %d, want %d with %q:\n%s%s", code, w.code, w.says, out, errOut)
+			}
+			if code == 65 {
+				return
+			}
+			var f struct{ Name string }
+			data, err := os.ReadFile(facts)
+			if err != nil || json.Unmarshal(data, &f) != nil {
+				t.Fatal(err)
+			}
+			node := f.Name
+			for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if !strings.HasPrefix(line, node+": ") {
+					t.Errorf("line %q does not name the node", line)
+				}
+			}
+			if !strings.Contains(out, node+": not judged without a GPU: the Vulkan and EGL adapter self-test") {
+				t.Errorf("the output does not say what it cannot judge without a GPU:\n%s", out)
+			}
+			golden(t, filepath.Join(dir, "expected.txt"), out)
+		})
+	}
+}
+
+// TestCheckNodeJSON: -o json is the report, with the same verdict.
+func TestCheckNodeJSON(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{"good": true, "no-handler": false} {
+		node := map[string]string{"good": "gpu-01"}[name]
+		if node == "" {
+			node = name
+		}
+		out, _, code := clusterRun(t, "", append([]string{"-o", "json"}, checkNodeArgs(filepath.Join(fleetCorpus, name))...)...)
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		if rep["ok"] != ok || rep["node"] != node || (code == 0) != ok {
+			t.Errorf("%s: ok %v node %v exit %d, want ok %v", name, rep["ok"], rep["node"], code, ok)
+		}
+		if name == "good" {
+			delete(rep, "durationMs")
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, filepath.Join(fleetCorpus, name, "expected.json"), b.String())
+		}
+	}
+}
+
+// TestCheckNodeUsage: no facts, a missing facts file, and a facts file
+// that is not one are told apart by exit code.
+func TestCheckNodeUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"cluster", "check-node"}, 2},
+		{[]string{"cluster", "check-node", "--facts", filepath.Join(fleetCorpus, "nope.json")}, 2},
+		{[]string{"cluster", "check-node", "--facts", filepath.Join(fleetCorpus, "README.md")}, 65},
+	} {
+		if _, errOut, code := clusterRun(t, "", tt.args...); code != tt.code {
+			t.Errorf("%q: exit %d, want %d\n%s", tt.args, code, tt.code, errOut)
+		}
+	}
+}
+
+// TestCheckNodeDocExamples: the check-node examples in docs/commands.md
+// are what the command prints for testdata/fleet's cases (the facts file
+// the example names, minus .json, is the case; gpu-01 is "good"): each
+// line of an example is a line of the output, in order, "…" skipping
+// lines, as TestCommandsDocExamples pins the cdi examples.
+func TestCheckNodeDocExamples(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "commands.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := map[string][]string{}
+	cur := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "$ nodeprep cluster check-node"):
+			cur = line
+			examples[cur] = nil
+		case cur != "" && line == "```":
+			cur = ""
+		case cur != "":
+			examples[cur] = append(examples[cur], line)
+		}
+	}
+	if len(examples) < 2 {
+		t.Fatalf("docs/commands.md has %d check-node examples, want the good node and no-handler", len(examples))
+	}
+	for command, lines := range examples {
+		fields := strings.Fields(command)
+		i := slices.Index(fields, "--facts")
+		if i < 0 || i+1 == len(fields) {
+			t.Fatalf("%q names no facts file", command)
+		}
+		name := strings.TrimSuffix(fields[i+1], ".json")
+		if name == "gpu-01" {
+			name = "good"
+		}
+		stdout, _, _ := clusterRun(t, "", checkNodeArgs(filepath.Join(fleetCorpus, name))...)
+		out := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+		elided, j := false, 0
+		for _, l := range lines {
+			if strings.TrimSpace(l) == "…" {
+				elided = true
+				continue
+			}
+			for j < len(out) && out[j] != l && elided {
+				j++
+			}
+			if j == len(out) || out[j] != l {
+				t.Fatalf("docs/commands.md's example line\n%s\nis not in the output of %s (in order):\n%s", l, name, stdout)
+			}
+			j++
+		}
+		if !elided && j != len(out) {
+			t.Errorf("the example of %s stops before the output does:\n%s", name, stdout)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+)
+
+// Schema is the facts file's schema field.
+const Schema = "nodeprep.dev/node-facts/v1"
+
+// MaxFacts is the largest facts file ParseFacts reads: 16 MiB. A facts
+// file holds a handful of configuration texts of a few KiB each.
+const MaxFacts = 16 << 20
+
+// DefaultSimulate is the simulated inventory when the facts name none.
+const DefaultSimulate = "dgx-h200"
+
+// Facts are what one node configuration says about the node, as the
+// NixOS side evaluates them (docs/nixos.md, "In your fleet's CI"). A
+// pointer field is nil when the configuration does not set it; every
+// path is absolute.
+type Facts struct {
+	// Schema is Schema.
+	Schema string `json:"schema"`
+	// Name is the node configuration's name (its nixosConfigurations
+	// attribute); it prefixes every finding.
+	Name     string       `json:"name"`
+	Nodeprep NodeprepFact `json:"nodeprep"`
+	K3s      K3sFact      `json:"k3s"`
+	Toolkit  ToolkitFact  `json:"toolkit"`
+	Driver   DriverFact   `json:"driver"`
+	// Simulate is the simulated server to judge against (gpu.Simulate;
+	// "" for DefaultSimulate).
+	Simulate string `json:"simulate"`
+}
+
+// NodeprepFact is nodeprep's own configuration.
+type NodeprepFact struct {
+	// ConfigYAML is /etc/nodeprep/config.yaml as the module renders it.
+	ConfigYAML string `json:"configYaml"`
+	// ExecStart is nodeprep.service's ExecStart.
+	ExecStart string `json:"execStart"`
+}
+
+// K3sFact is k3s's configuration and service.
+type K3sFact struct {
+	Role    string `json:"role"`    // "agent" or "server"
+	Version string `json:"version"` // k3s's version, "1.33.4+k3s1"
+	// DataDir is k3s's data-dir ("" for k3s's default).
+	DataDir string `json:"dataDir"`
+	// ConfigPath is the config file k3s reads (nil: k3s's default) and
+	// ConfigYAML its text when the configuration writes it.
+	ConfigPath *string `json:"configPath"`
+	ConfigYAML *string `json:"configYaml"` // see ConfigPath
+	// DropIns are the files of <configPath>.d the configuration writes,
+	// by file name.
+	DropIns map[string]string `json:"dropIns"`
+	// Args are the k3s service's arguments after the binary, in order,
+	// token arguments removed.
+	Args []string `json:"args"`
+	// KubeletConfig is the text of the file --kubelet-arg=config= names.
+	KubeletConfig *string `json:"kubeletConfig"`
+	// UnitPath are the k3s service's PATH directories, in order.
+	UnitPath []string `json:"unitPath"`
+	// ContainerdConfigTemplate is services.k3s.containerdConfigTemplate.
+	ContainerdConfigTemplate *string `json:"containerdConfigTemplate"`
+	// AutoDeployManifests are the manifests the configuration has k3s
+	// deploy (server), by file name.
+	AutoDeployManifests map[string]string `json:"autoDeployManifests"`
+}
+
+// ToolkitFact is the NVIDIA Container Toolkit's configuration.
+type ToolkitFact struct {
+	Enable  bool   `json:"enable"`
+	Version string `json:"version"`
+	// GeneratorArgs are the arguments of `nvidia-ctk cdi generate` as the
+	// generator unit passes them.
+	GeneratorArgs []string `json:"generatorArgs"`
+	// Mounts are hardware.nvidia-container-toolkit.mounts.
+	Mounts []MountFact `json:"mounts"`
+	// RuntimeConfigTOML is /etc/nvidia-container-runtime/config.toml.
+	RuntimeConfigTOML *string `json:"runtimeConfigToml"`
+}
+
+// MountFact is one extra mount of the toolkit's CDI spec.
+type MountFact struct {
+	HostPath      string `json:"hostPath"`
+	ContainerPath string `json:"containerPath"`
+}
+
+// DriverFact is the NVIDIA driver package.
+type DriverFact struct {
+	Version string `json:"version"` // "580.95.05"
+	// Package is hardware.nvidia.package's store path.
+	Package string `json:"package"`
+}
+
+// ParseFacts reads a facts file (name is its path, for errors): JSON of
+// schema Schema, at most MaxFacts bytes, one object, every field known
+// (an unknown field is refused, naming it, so that facts from a newer
+// NixOS side fail loudly on an older nodeprep). It checks what Assemble
+// relies on: the schema, a printable name, absolute clean paths, drop-in
+// and manifest names that are plain file names, a known role and
+// simulated server. Errors are marked fault.ErrMalformed.
+func ParseFacts(name string, data []byte) (*Facts, error) {
+	bad := func(format string, args ...any) error {
+		return fault.Malformed(fmt.Errorf("reading facts %q: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if len(data) > MaxFacts {
+		return nil, bad("%d bytes, more than the %d a facts file may have", len(data), MaxFacts)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f Facts
+	if err := dec.Decode(&f); err != nil {
+		return nil, bad("%v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, bad("data after the facts object")
+	}
+	if err := f.validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	return &f, nil
+}
+
+func (f *Facts) validate() error {
+	if f.Schema != Schema {
+		return fmt.Errorf("schema %q: want %q", f.Schema, Schema)
+	}
+	if f.Name == "" || len(f.Name) > 253 || strings.ContainsFunc(f.Name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) {
+		return fmt.Errorf("name %q: want the node configuration's name, printable, without spaces", f.Name)
+	}
+	switch f.K3s.Role {
+	case "agent", "server":
+	default:
+		return fmt.Errorf("k3s.role %q: want agent or server", f.K3s.Role)
+	}
+	if f.Simulate != "" && !slices.Contains(gpu.SimulatedNames(), f.Simulate) {
+		return fmt.Errorf("simulate %q: want one of %s", f.Simulate, strings.Join(gpu.SimulatedNames(), ", "))
+	}
+	paths := map[string]string{"k3s.dataDir": f.K3s.DataDir, "driver.package": f.Driver.Package}
+	if f.K3s.ConfigPath != nil {
+		paths["k3s.configPath"] = *f.K3s.ConfigPath
+	}
+	for i, d := range f.K3s.UnitPath {
+		paths[fmt.Sprintf("k3s.unitPath[%d]", i)] = d
+	}
+	for i, m := range f.Toolkit.Mounts {
+		paths[fmt.Sprintf("toolkit.mounts[%d].hostPath", i)] = m.HostPath
+		paths[fmt.Sprintf("toolkit.mounts[%d].containerPath", i)] = m.ContainerPath
+	}
+	for _, k := range slices.Sorted(maps.Keys(paths)) {
+		p := paths[k]
+		if p == "" && (k == "k3s.dataDir" || k == "driver.package") {
+			continue // not configured
+		}
+		if err := checkPath(p); err != nil {
+			return fmt.Errorf("%s %q: %w", k, p, err)
+		}
+	}
+	for what, m := range map[string]map[string]string{"k3s.dropIns": f.K3s.DropIns, "k3s.autoDeployManifests": f.K3s.AutoDeployManifests} {
+		for n := range m {
+			if n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\x00") {
+				return fmt.Errorf("%s: %q is not a plain file name", what, n)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPath refuses a path that is not absolute and clean, or that holds
+// a NUL.
+func checkPath(p string) error {
+	switch {
+	case !path.IsAbs(p):
+		return errors.New("want an absolute path")
+	case path.Clean(p) != p:
+		return fmt.Errorf("want it clean (%s)", path.Clean(p))
+	case strings.ContainsRune(p, 0):
+		return errors.New("holds a NUL byte")
+	}
+	return nil
+}
+
+// SimulatedServer is the simulated server the facts name, or
+// DefaultSimulate.
+func (f *Facts) SimulatedServer() string {
+	if f.Simulate == "" {
+		return DefaultSimulate
+	}
+	return f.Simulate
+}

@@ -1,0 +1,107 @@
+package fleet
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
+)
+
+func goodFacts(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(testkit.Testdata(t, "fleet", "good", "facts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestParseFactsGood(t *testing.T) {
+	t.Parallel()
+	f, err := ParseFacts("good.json", goodFacts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name != "gpu-01" || f.K3s.Role != "agent" || f.SimulatedServer() != "dgx-h200" || len(f.K3s.UnitPath) != 2 || f.K3s.KubeletConfig == nil {
+		t.Errorf("parsed %+v", f)
+	}
+}
+
+// TestParseFactsRefuses: malformed facts are refused (fault.ErrMalformed,
+// exit 65) with a message naming what is wrong; an unknown field is named.
+func TestParseFactsRefuses(t *testing.T) {
+	t.Parallel()
+	good := string(goodFacts(t))
+	tests := []struct {
+		name, from, to, msg string
+	}{
+		{"unknown top-level field", `"simulate": "dgx-h200"`, `"simulate": "dgx-h200", "gpus": 8`, `unknown field "gpus"`},
+		{"unknown nested field", `"role": "agent"`, `"role": "agent", "nodeLabels": []`, `unknown field "nodeLabels"`},
+		{"schema", `"nodeprep.dev/node-facts/v1"`, `"nodeprep.dev/node-facts/v2"`, `want "nodeprep.dev/node-facts/v1"`},
+		{"role", `"role": "agent"`, `"role": "worker"`, "k3s.role"},
+		{"simulate", `"simulate": "dgx-h200"`, `"simulate": "dgx-h900"`, "simulate"},
+		{"name", `"name": "gpu-01"`, `"name": "gpu 01"`, "name"},
+		{"relative unit path", `"/run/current-system/sw/bin"`, `"bin"`, "k3s.unitPath[1]"},
+		{"unclean package", `"package": "/nix/store/`, `"package": "/nix/store/../`, "driver.package"},
+		{"drop-in name", `"dropIns": {}`, `"dropIns": {"../x.yaml": ""}`, "not a plain file name"},
+		{"wrong type", `"enable": true`, `"enable": "yes"`, "toolkit.enable"},
+		{"trailing data", "}\n", "}\n{}", "data after"},
+		{"not JSON", "{", "[", "invalid character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data := strings.Replace(good, tt.from, tt.to, 1)
+			if tt.name == "trailing data" {
+				data = strings.TrimRight(good, "\n") + "\n{}"
+			}
+			if data == good {
+				t.Fatalf("%q is not in the good facts", tt.from)
+			}
+			_, err := ParseFacts("f.json", []byte(data))
+			if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.msg) || !strings.Contains(err.Error(), "f.json") {
+				t.Errorf("error %v, want malformed naming f.json and %q", err, tt.msg)
+			}
+		})
+	}
+	big := make([]byte, MaxFacts+1)
+	if _, err := ParseFacts("big.json", big); !errors.Is(err, fault.ErrMalformed) {
+		t.Errorf("a %d-byte file: %v, want malformed", len(big), err)
+	}
+}
+
+// FuzzParseFacts: any input is parsed or refused as malformed, never
+// panics, and what parses has the schema and absolute paths Assemble
+// relies on.
+func FuzzParseFacts(f *testing.F) {
+	f.Add(goodFacts(f))
+	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"server","dropIns":{"a.yaml":"x"}}}`))
+	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"agent","unitPath":["/a/../b"]}}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		facts, err := ParseFacts("fuzz.json", data)
+		if err != nil {
+			if !errors.Is(err, fault.ErrMalformed) {
+				t.Fatalf("error %v is not marked malformed", err)
+			}
+			return
+		}
+		if facts.Schema != Schema || facts.Name == "" {
+			t.Fatalf("parsed %+v", facts)
+		}
+		for _, d := range facts.K3s.UnitPath {
+			if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+				t.Fatalf("unit path %q accepted", d)
+			}
+		}
+		for n := range facts.K3s.DropIns {
+			if strings.Contains(n, "/") || n == ".." {
+				t.Fatalf("drop-in name %q accepted", n)
+			}
+		}
+	})
+}
