@@ -303,6 +303,46 @@ let
       name = "the facts equal testdata/fleet/example-facts.json (scripts/nix-check.sh --update rewrites it)";
       ok = builtins.fromJSON (builtins.readFile ../testdata/fleet/example-facts.json) == builtins.fromJSON (builtins.unsafeDiscardStringContext (builtins.toJSON facts));
     }
+    # --- lib.mkChecks (nix/fleet-check.nix) ---
+    {
+      name = "mkChecks: one check per GPU node of this system, running check-node on the facts nix/facts.nix gathers";
+      ok =
+        let
+          checks = import ./fleet-check.nix { nodeprepFor = _: pkgs.nodeprep; } {
+            inherit pkgs;
+            nixosConfigurations = {
+              gpu-node-1 = {
+                config = c;
+                inherit pkgs;
+              };
+              # Not a GPU node: no check.
+              cpu-node = {
+                config = eval [ { services.nodeprep.enable = lib.mkForce false; } ];
+                inherit pkgs;
+              };
+              # Another system's node: its own system's check.
+              arm-node = {
+                config = c;
+                pkgs = pkgs // {
+                  stdenv.hostPlatform.system = "aarch64-linux";
+                };
+              };
+            };
+            manifests = "/srv/k8s";
+          };
+          chk = checks.nodeprep-gpu-node-1;
+          factsFile = builtins.head (
+            builtins.filter (w: lib.hasSuffix "-nodeprep-facts-gpu-node-1.json" w) (nplib.execWords chk.script)
+          );
+        in
+        builtins.attrNames checks == [ "nodeprep-gpu-node-1" ]
+        && lib.hasInfix "nodeprep-cluster cluster check-node --facts ${factsFile} --manifests '/srv/k8s' >report.txt" chk.script
+        && lib.hasInfix "nixosConfigurations.gpu-node-1 would not make a ready GPU node" chk.script
+        && builtins.elem pkgs.nodeprep chk.drvAttrs.nativeBuildInputs
+        # The facts file holds exactly the facts, and the check depends on it.
+        && factsFile == "${pkgs.writeText "nodeprep-facts-gpu-node-1.json" (builtins.toJSON facts)}"
+        && builtins.hasContext chk.script;
+    }
     # --- the re-patch units (services.nodeprep.repatch) ---
     {
       name = "the path unit watches containerd's CDI spec directories (PathChanged=)";

@@ -36,19 +36,19 @@ let
       outputs ? [ "out" ],
       mainProgram ? pname,
       env ? { },
+      name ? "${pname}-${version}",
     }:
     let
       drv = derivation (
         {
-          name = "${pname}-${version}";
+          inherit name;
           inherit system outputs;
           builder = "/bin/sh";
         }
         // env
       );
       common = {
-        inherit pname version;
-        name = "${pname}-${version}";
+        inherit pname version name;
         meta.mainProgram = mainProgram;
       }
       // builtins.listToAttrs (
@@ -64,12 +64,10 @@ let
   writeText =
     name: text:
     mkPkg {
+      inherit name;
       pname = name;
       version = "text";
       env.text = text;
-    }
-    // {
-      inherit name;
     };
 
   driver = mkPkg {
@@ -82,7 +80,22 @@ let
   };
 
   pkgs = rec {
-    inherit writeText;
+    inherit writeText lib;
+    stdenv.hostPlatform.system = system;
+    # A build script as a derivation (never built here): its text is kept.
+    runCommand =
+      name: env: script:
+      mkPkg {
+        pname = name;
+        version = "check";
+        env = {
+          buildCommand = script;
+          nativeBuildInputs = env.nativeBuildInputs or [ ];
+        };
+      }
+      // {
+        inherit name script;
+      };
     k3s = mkPkg {
       pname = "k3s";
       version = "1.33.4+k3s1";
