@@ -122,7 +122,9 @@ in
     configYaml = etcText d.k3sConfig;
     inherit dropIns;
     args = d.k3sArgs;
-    inherit (d) kubeletConfig;
+    # The file's KubeletConfiguration as text (JSON, which is YAML): the
+    # same value the k3s module writes there, not its bytes.
+    kubeletConfig = if d.kubeletConfig == null then null else builtins.toJSON d.kubeletConfig;
     unitPath = d.k3sUnitPath;
     containerdConfigTemplate = k3s.containerdConfigTemplate or null;
     autoDeployManifests =

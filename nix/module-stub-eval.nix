@@ -189,7 +189,7 @@ let
     {
       name = "the kubelet config file's KubeletConfiguration (graceful shutdown, extraKubeletConfig) is in the facts";
       ok =
-        (factsOf server).k3s.kubeletConfig == {
+        builtins.fromJSON (factsOf server).k3s.kubeletConfig == {
           apiVersion = "kubelet.config.k8s.io/v1beta1";
           kind = "KubeletConfiguration";
           shutdownGracePeriod = "30s";

@@ -383,7 +383,7 @@ in
     };
   };
 
-  config = lib.mkIf cfg.enable (lib.mkMerge [ {
+  config = lib.mkIf cfg.enable {
     warnings = lib.optional (opts.k3sEnvironmentFile != null) ''
       services.k3s.environmentFile (${opts.k3sEnvironmentFile}) cannot be read at build time:
       nodeprep reads it at boot (join.k3sEnvironmentFile) for K3S_CONFIG_FILE and K3S_DATA_DIR.
@@ -499,6 +499,15 @@ in
       # (those in services.k3s.manifests are read from there).
       manifests = lib.optionalAttrs (wantRuntimeClass && !useK3sManifests) {
         "${runtimeClassName}.yaml" = runtimeClass;
+      };
+    };
+
+    # The nvidia-cdi RuntimeClass on a server, through services.k3s.manifests
+    # where this nixpkgs has it (see useK3sManifests; a tmpfiles link below
+    # otherwise). Defined only where the option exists.
+    services.k3s = lib.optionalAttrs k3sHasManifests {
+      manifests.${runtimeClassName} = lib.mkIf (wantRuntimeClass && useK3sManifests) {
+        content = runtimeClass;
       };
     };
 
@@ -741,13 +750,5 @@ in
       serviceConfig.DevicePolicy = "closed";
     });
     # --- end re-patch on write ---
-  }
-  # The nvidia-cdi RuntimeClass on a server, where services.k3s.manifests
-  # exists (see useK3sManifests; tmpfiles above otherwise).
-  (lib.optionalAttrs k3sHasManifests {
-    services.k3s.manifests.${runtimeClassName} = lib.mkIf (wantRuntimeClass && useK3sManifests) {
-      content = runtimeClass;
-    };
-  })
-  ]);
+  };
 }

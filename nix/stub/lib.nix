@@ -27,13 +27,11 @@ let
     all
     any
     attrNames
-    concatLists
     concatMap
     concatStringsSep
     elem
     filter
     foldl'
-    genList
     head
     isAttrs
     isBool
@@ -189,7 +187,6 @@ let
       mkType "${a.name} or ${b.name}" (v: a.check v || b.check v) {
         kind = if a.kind == "list" || b.kind == "list" then "either-list" else "single";
       };
-    oneOf = ts: foldl' either (head ts) (tail ts);
     attrsOf =
       t:
       mkType "attribute set of ${t.name}" (v: isAttrs v) {
@@ -210,7 +207,6 @@ let
         kind = "submodule";
         inherit options derive freeform;
       };
-    submodule = m: submoduleWith { options = (if isFunction m then m { name = "<name>"; } else m).options or m; };
   };
 
   # --- declarations and the merge -------------------------------------------
