@@ -56,9 +56,12 @@ let
         m
     );
 
-  k3sManifests = lib.mapAttrs' (_: m: lib.nameValuePair m.target (manifestText m.content)) (
-    lib.filterAttrs (_: m: m.enable && m.content != null) (k3s.manifests or { })
-  );
+  # services.k3s.manifests: those given as `content`, and those whose
+  # `source` is a file of the flake (a store path made by a build cannot be
+  # read at evaluation without building it, and is left out).
+  k3sManifests = lib.mapAttrs' (
+    _: m: lib.nameValuePair m.target (if m.content != null then manifestText m.content else builtins.readFile m.source)
+  ) (lib.filterAttrs (_: m: m.enable && (m.content != null || builtins.isPath m.source)) (k3s.manifests or { }));
 
   dropInDir = "${d.k3sConfig}.d/";
   dropIns = lib.mapAttrs' (n: v: lib.nameValuePair (lib.removePrefix (lib.removePrefix "/etc/" dropInDir) n) v.text) (

@@ -110,6 +110,7 @@ let
           "--cluster-cidr 10.42.0.0/16"
           "--token=also-s3cret"
         ];
+        manifests.app.source = ../testdata/fleet/app-manifest.yaml;
       };
     }
   ];
@@ -225,7 +226,9 @@ let
           handler = "nvidia-cdi";
         }
         && server.systemd.tmpfiles.settings."10-k3s" ? "/var/lib/rancher/k3s/server/manifests/nodeprep-nvidia-cdi-runtimeclass.yaml"
-        && (factsOf server).k3s.autoDeployManifests ? "nodeprep-nvidia-cdi-runtimeclass.yaml";
+        && (factsOf server).k3s.autoDeployManifests ? "nodeprep-nvidia-cdi-runtimeclass.yaml"
+        # A manifest from a file of the flake is in the facts as its text.
+        && (factsOf server).k3s.autoDeployManifests."app.yaml" == builtins.readFile ../testdata/fleet/app-manifest.yaml;
     }
     {
       name = "with another data-dir the RuntimeClass is linked into <data-dir>/server/manifests by a tmpfiles rule";
