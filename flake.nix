@@ -143,7 +143,7 @@
           # evaluates, its assertions hold, and the unit is wired as
           # designed. The facts land in $out for inspection.
           module-eval = import ./nix/module-eval.nix {
-            inherit pkgs nodeprep;
+            inherit pkgs;
             nixosSystem = lib.nixosSystem;
             modules = [
               self.nixosModules.default

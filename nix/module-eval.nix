@@ -14,8 +14,6 @@
   pkgs,
   nixosSystem,
   modules,
-  # unused here; the flake passes it for symmetry with lib.mkChecks
-  nodeprep ? null,
 }:
 let
   inherit (pkgs) lib;
