@@ -16,12 +16,17 @@
       version = "0.1.0+${self.shortRev or self.dirtyShortRev or "dirty"}";
       commit = self.rev or self.dirtyRev or "";
 
-      # go.mod says go 1.26: use that toolchain where nixpkgs' default is older.
+      nplib = import ./nix/lib.nix;
+
+      # go.mod's go directive is the oldest Go that builds nodeprep: nixpkgs'
+      # buildGoModule when its Go is that new, else the newest
+      # buildGo1NNModule that is (nix/lib.nix chooseGo: a Go that nixpkgs
+      # removed is a throw alias, which `or` would not catch).
       nodeprepFor =
         pkgs:
         pkgs.callPackage ./nix/package.nix {
           inherit version commit;
-          buildGoModule = pkgs.buildGo126Module or pkgs.buildGoModule;
+          buildGoModule = (nplib.goBuilderOf pkgs).builder;
         };
     in
     {
@@ -31,6 +36,39 @@
       });
 
       overlays.default = final: _prev: { nodeprep = nodeprepFor final; };
+
+      # Checks for a fleet's own node configurations (nix/fleet-check.nix,
+      # docs/nixos.md "In your fleet's CI"):
+      #   checks.x86_64-linux = nodeprep.lib.mkChecks {
+      #     pkgs = nixpkgs.legacyPackages.x86_64-linux;
+      #     inherit (self) nixosConfigurations;
+      #     manifests = ./k8s;
+      #   };
+      lib.mkChecks = import ./nix/fleet-check.nix {
+        nodeprepFor =
+          pkgs: self.packages.${pkgs.stdenv.hostPlatform.system}.default or (nodeprepFor pkgs);
+      };
+
+      # The same for flake-parts: every perSystem gets the checks of
+      # flake.nixosConfigurations (with nodeprep.fleetCheck.manifests).
+      flakeModules.default =
+        { config, lib, ... }:
+        {
+          options.nodeprep.fleetCheck.manifests = lib.mkOption {
+            type = lib.types.nullOr lib.types.path;
+            default = null;
+            description = "A directory of Kubernetes manifests that each GPU node's check judges (cluster check).";
+          };
+          config.perSystem =
+            { pkgs, ... }:
+            {
+              checks = self.lib.mkChecks {
+                inherit pkgs;
+                nixosConfigurations = config.flake.nixosConfigurations or { };
+                inherit (config.nodeprep.fleetCheck) manifests;
+              };
+            };
+        };
 
       # The module, with services.nodeprep.package defaulting to this
       # flake's build.
@@ -50,7 +88,7 @@
       devShells = forAllSystems (pkgs: {
         default = pkgs.mkShell {
           packages = with pkgs; [
-            (pkgs.go_1_26 or go)
+            (nplib.goBuilderOf pkgs).go
             gopls
             vulkan-headers
             libglvnd

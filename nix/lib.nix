@@ -13,6 +13,11 @@
 #   readWritePaths  module options -> ReadWritePaths= for ProtectSystem=strict
 #   tmpfilesRules   module options -> systemd-tmpfiles rules for the writable dirs
 #   escapeSystemdExecArg(s)  argv -> an ExecStart= line
+#   execWords       an ExecStart= line -> its words, as systemd splits them
+#   k3sUnitOf       services.k3s + its unit -> what k3sUnitArgs reads
+#   k3sUnitArgs     the k3s unit's arguments after the binary, secrets left out
+#   k3sDataDirOf    k3s arguments -> the data-dir they name (or the default)
+#   chooseGo        pkgs -> the Go builder for go.mod's Go, or null
 let
   inherit (builtins)
     attrNames
@@ -84,6 +89,41 @@ let
   # often one string such as "--node-label a=b --disable traefik").
   words = s: filter (w: isString w && w != "") (split "[[:space:]]+" s);
 
+  # The words of an ExecStart= line as systemd splits them (systemd.service(5),
+  # "Command lines"): white space separates words, a backslash at the end of
+  # a line continues it, "double" and 'single' quotes group (and are
+  # removed), and a backslash escapes the next character. Specifier (%) and
+  # variable ($) expansion are left alone: the k3s unit uses neither. The
+  # rancher module joins its arguments with " \\\n " and appends
+  # services.k3s.extraFlags unquoted, so a flag such as "--cluster-cidr
+  # 10.42.0.0/16" in one list entry is two words, as systemd runs it.
+  execWords =
+    s:
+    let
+      joined = replaceStrings [ "\\\n" ] [ " " ] s;
+      wordRe = "(([^[:space:]\"'\\]|\\\\.|\"([^\"\\]|\\\\.)*\"|'[^']*')+)";
+      found = map head (filter isList (split wordRe joined));
+      pieceRe = "(\"([^\"\\]|\\\\.)*\"|'[^']*'|\\\\.)";
+      unescape = t: builtins.concatStringsSep "" (map (x: if isList x then head x else x) (split "\\\\(.)" t));
+      piece =
+        x:
+        if isString x then
+          x
+        else
+          let
+            q = head x;
+            inner = substring 1 (stringLength q - 2) q;
+          in
+          if hasPrefix "\"" q then
+            unescape inner
+          else if hasPrefix "'" q then
+            inner
+          else
+            substring 1 1 q;
+      unquote = w: builtins.concatStringsSep "" (map piece (split pieceRe w));
+    in
+    map unquote found;
+
   # --- YAML ----------------------------------------------------------------
 
   # A scalar, written as JSON: a JSON string is a valid YAML double-quoted
@@ -147,6 +187,8 @@ let
     configFile = "/etc/nodeprep/config.yaml";
     cdiSpec = "/var/run/cdi/nvidia-container-toolkit.json";
     k3sConfig = "/etc/rancher/k3s/config.yaml";
+    # k3s's --data-dir default for root (k3s pkg/cli/cmds DataDir)
+    k3sDataDir = "/var/lib/rancher/k3s";
     statusFile = "/run/nodeprep/status.json";
     # hostfs.LockPath is /run/nodeprep/lock: always writable.
     lockDir = "/run/nodeprep";
@@ -172,6 +214,11 @@ let
       k3sExtraFlags = [ ];
       k3sNodeLabels = [ ];
       k3sNodeTaints = [ ];
+      # The rest of services.k3s and its unit, as k3sUnitOf returns it
+      # (serverAddr, disable, nodeName, nodeIP, ..., kubeletConfigFile).
+      k3sUnit = { };
+      # The k3s unit's PATH directories, in order (k3sUnitPath); null: unknown.
+      k3sUnitPath = null;
       # services.k3s.role: "server" makes nodeprep replay `k3s server`,
       # which skips config keys it does not define; an agent stops on them
       k3sRole = "agent";
@@ -211,18 +258,108 @@ let
     else
       attrByPath [ "up" "metricsFile" ] null o.settings;
 
-  # The k3s flags nodeprep replays (nodeprep/k3s Merge and Locate), from
-  # services.k3s.extraFlags (a string or a list of possibly multi-word
-  # strings): node-label, node-taint, config (-c), data-dir (-d),
-  # kubelet-arg and container-runtime-endpoint, each as { name; value; }
-  # with the long name. Nothing else is taken, so no --token or other secret
-  # from extraFlags ever reaches nodeprep's argv or its report.
-  # "--flag x" pairs become one entry.
-  k3sFlags =
+  # Flags whose value is a secret (k3s pkg/cli/cmds: token, t, token-file,
+  # agent-token, agent-token-file, vpn-auth, vpn-auth-file, the etcd S3
+  # keys, datastore-endpoint, which may carry a password, cluster-secret).
+  # They are left out of everything nodeprep is given, value and all: what
+  # nodeprep replays is their absence, which changes nothing it judges.
+  secretFlagRe = "--?(token|t|token-file|agent-token|agent-token-file|vpn-auth|vpn-auth-file|cluster-secret|etcd-s3-access-key|etcd-s3-secret-key|datastore-endpoint)(=.*)?";
+
+  # ws without secret flags: "--token=x" is one word, "--token x" two.
+  dropSecrets =
+    ws:
+    (foldl' (
+      st: w:
+      if st.skip then
+        st // { skip = false; }
+      else
+        let
+          m = match secretFlagRe w;
+        in
+        if m == null then
+          st // { out = st.out ++ [ w ]; }
+        else
+          st // { skip = builtins.elemAt m 1 == null; }
+    ) {
+      skip = false;
+      out = [ ];
+    } ws).out;
+
+  # The k3s unit as k3sUnitArgs reads it, with the defaults of the options
+  # a nixpkgs may not have (see k3sUnitOf).
+  unitOf =
     o:
+    {
+      serverAddr = "";
+      disable = [ ];
+      nodeName = null;
+      nodeIP = null;
+      nodeExternalIP = null;
+      selinux = false;
+      clusterInit = false;
+      disableAgent = false;
+      kubeletConfigFile = null;
+      kubeProxyConfigFile = null;
+    }
+    // o.k3sUnit
+    // {
+      role = o.k3sRole;
+      configPath = o.k3sConfigPath;
+      nodeLabel = o.k3sNodeLabels;
+      nodeTaint = o.k3sNodeTaints;
+      extraFlags = o.k3sExtraFlags;
+    };
+
+  # The k3s unit's arguments after the binary, as nixpkgs' k3s unit passes
+  # them (nixos/modules/services/cluster/rancher/default.nix, mkRancherModule's
+  # ExecStart, since the k3s/rke2 merge of nixpkgs PR 447847; the k3s module
+  # before it, nixos/modules/services/cluster/k3s/default.nix, passes the
+  # same flags for the options it has, which k3sUnitOf reads as absent), in
+  # the same order: the role, --server, --config, --disable, --node-name,
+  # --node-label, --node-taint, --node-ip, --node-external-ip, --selinux,
+  # --kubelet-arg=config=<file>, --kube-proxy-arg=config=<file>,
+  # --cluster-init, --disable-agent, then services.k3s.extraFlags split as
+  # systemd splits the line (execWords). The secret flags (--token,
+  # --token-file, --agent-token, --agent-token-file, and those of
+  # secretFlagRe in extraFlags) are left out, value and all.
+  k3sArgsOfUnit =
+    u:
     let
-      flags = if isList o.k3sExtraFlags then o.k3sExtraFlags else [ o.k3sExtraFlags ];
-      ws = concatMap words flags;
+      opt = c: l: if c then l else [ ];
+      extra = if isList u.extraFlags then flatten u.extraFlags else [ u.extraFlags ];
+      flatten = l: concatMap (x: if isList x then flatten x else [ x ]) l;
+    in
+    [ u.role ]
+    ++ opt (u.serverAddr != "") [
+      "--server"
+      u.serverAddr
+    ]
+    ++ opt (u.configPath != null) [
+      "--config"
+      (toString u.configPath)
+    ]
+    ++ map (d: "--disable=${d}") u.disable
+    ++ opt (u.nodeName != null) [ "--node-name=${u.nodeName}" ]
+    ++ map (l: "--node-label=${l}") u.nodeLabel
+    ++ map (t: "--node-taint=${t}") u.nodeTaint
+    ++ opt (u.nodeIP != null) [ "--node-ip=${u.nodeIP}" ]
+    ++ opt (u.nodeExternalIP != null) [ "--node-external-ip=${u.nodeExternalIP}" ]
+    ++ opt u.selinux [ "--selinux" ]
+    ++ opt (u.kubeletConfigFile != null) [ "--kubelet-arg=config=${u.kubeletConfigFile}" ]
+    ++ opt (u.kubeProxyConfigFile != null) [ "--kube-proxy-arg=config=${u.kubeProxyConfigFile}" ]
+    ++ opt u.clusterInit [ "--cluster-init" ]
+    ++ opt u.disableAgent [ "--disable-agent" ]
+    ++ dropSecrets (concatMap execWords extra);
+
+  # The k3s flags of k3sArgsOfUnit that nodeprep's build-time checks read:
+  # node-label, node-taint, config (-c), data-dir (-d), kubelet-arg and
+  # container-runtime-endpoint, each as { name; value; } with the long name,
+  # in order. "--flag x" pairs become one entry.
+  k3sFlags = o: flagsOfWords (tail (k3sArgsOfUnit (unitOf o)));
+
+  flagsOfWords =
+    ws:
+    let
       long = n: if n == "c" then "config" else if n == "d" then "data-dir" else n;
       names = "node-label|node-taint|config|data-dir|kubelet-arg|container-runtime-endpoint";
       step =
@@ -256,22 +393,28 @@ let
       out = [ ];
     } ws).out;
 
-  # Every --k3s-arg nodeprep needs: services.k3s.nodeLabel and nodeTaint
-  # (which the k3s module turns into --node-label/--node-taint) and the
-  # flags of k3sFlags, as "--name=value".
-  k3sArgs =
-    o:
-    (if o.k3sRole == "server" then [ "server" ] else [ ])
-    ++ map (l: "--node-label=${l}") o.k3sNodeLabels
-    ++ map (t: "--node-taint=${t}") o.k3sNodeTaints
-    ++ map (f: "--${f.name}=${f.value}") (k3sFlags o);
+  # Every --k3s-arg nodeprep gets: the k3s unit's own arguments
+  # (k3sArgsOfUnit), so nodeprep merges its drop-in with exactly what k3s
+  # starts with.
+  k3sArgs = o: k3sArgsOfUnit (unitOf o);
 
-  # Only the node-label/node-taint ones (k3sNodeArgConflicts).
+  # The node-label/node-taint arguments among them (k3sNodeArgConflicts).
   k3sNodeArgs =
     o:
-    map (l: "--node-label=${l}") o.k3sNodeLabels
-    ++ map (t: "--node-taint=${t}") o.k3sNodeTaints
-    ++ map (f: "--${f.name}=${f.value}") (filter (f: elem f.name [ "node-label" "node-taint" ]) (k3sFlags o));
+    map (f: "--${f.name}=${f.value}") (filter (f: elem f.name [ "node-label" "node-taint" ]) (k3sFlags o));
+
+  # k3s's data-dir as the arguments name it (the last --data-dir/-d: a
+  # string flag keeps its last value), else k3s's default. A data-dir set in
+  # a k3s config file or K3S_DATA_DIR is read by nodeprep at boot.
+  dataDirOfArgs =
+    args:
+    let
+      fs = filter (f: f.name == "data-dir") (flagsOfWords args);
+    in
+    if fs == [ ] then defaults.k3sDataDir else (builtins.elemAt fs (builtins.length fs - 1)).value;
+
+  # k3s's data-dir as the k3s unit's arguments name it (dataDirOfArgs).
+  k3sDataDirOf = opts: dataDirOfArgs (tail (k3sArgs (normalize opts)));
 
   # The config file k3s reads, as far as the build can know (k3s
   # pkg/configfilearg: K3S_CONFIG_FILE, then --config, then the default):
@@ -410,18 +553,164 @@ let
           [ "${what}: effect \"${effect}\" is not one of NoSchedule, PreferNoSchedule, NoExecute" ]
       );
 
+  # go.mod's go directive ("1.26"): the oldest Go that builds nodeprep.
+  goMinimum = head (match ".*\ngo ([0-9]+[.][0-9]+).*" ("\n" + builtins.readFile ../go.mod));
+
 in
 rec {
   inherit
     labelProblems
     taintProblems
     k3sConfigOf
+    k3sDataDirOf
     defaults
     recursiveUpdate
     unique
     words
+    execWords
     canonicalRun
+    k3sArgsOfUnit
+    dataDirOfArgs
+    goMinimum
     ;
+
+  # What k3sArgsOfUnit reads of services.k3s beyond role, configPath,
+  # nodeLabel, nodeTaint and extraFlags (which the module passes as options
+  # of their own), from the option values `k3s` (config.services.k3s) and
+  # the unit's ExecStart. An option this nixpkgs' k3s module lacks (the k3s
+  # module before PR 447847 has no nodeName, nodeIP, disable, selinux) is
+  # read as its default, which is what the unit then passes. The two config
+  # files the unit names are store files made by the k3s module itself
+  # (pkgs.formats...generate, a format that differs between releases), so
+  # their paths are taken from the ExecStart words rather than re-made;
+  # kubeletConfig is the KubeletConfiguration the file holds (apiVersion,
+  # kind, gracefulNodeShutdown's two periods when enabled,
+  # extraKubeletConfig), or null when the unit passes none.
+  k3sUnitOf =
+    k3s: execStart:
+    let
+      graceful = k3s.gracefulNodeShutdown or { };
+      kubeletParams =
+        (
+          if graceful.enable or false then
+            {
+              inherit (graceful) shutdownGracePeriod shutdownGracePeriodCriticalPods;
+            }
+          else
+            { }
+        )
+        // (k3s.extraKubeletConfig or { });
+      line = if isList execStart then builtins.elemAt execStart (builtins.length execStart - 1) else execStart;
+      unitWords = if line == null then [ ] else execWords line;
+      fileArg =
+        prefix:
+        let
+          ws = filter (hasPrefix prefix) unitWords;
+        in
+        if ws == [ ] then null else substring (stringLength prefix) (-1) (head ws);
+    in
+    {
+      serverAddr = k3s.serverAddr or "";
+      disable = k3s.disable or [ ];
+      nodeName = k3s.nodeName or null;
+      nodeIP = k3s.nodeIP or null;
+      nodeExternalIP = k3s.nodeExternalIP or null;
+      selinux = k3s.selinux or false;
+      clusterInit = k3s.clusterInit or false;
+      disableAgent = k3s.disableAgent or false;
+      kubeletConfigFile = if kubeletParams == { } then null else fileArg "--kubelet-arg=config=";
+      kubeProxyConfigFile = if (k3s.extraKubeProxyConfig or { }) == { } then null else fileArg "--kube-proxy-arg=config=";
+      kubeletConfig =
+        if kubeletParams == { } then
+          null
+        else
+          {
+            apiVersion = "kubelet.config.k8s.io/v1beta1";
+            kind = "KubeletConfiguration";
+          }
+          // kubeletParams;
+    };
+
+  # The directories of a systemd unit's PATH, in order, from the unit's
+  # `path` packages (`binOf` is lib.getBin): each package's bin, then each
+  # one's sbin, as nixos/lib/systemd-lib.nix serviceConfig builds
+  # Environment=PATH (makeBinPath, then makeSearchPathOutput "bin" "sbin").
+  unitPathOf = binOf: pkgs: map (p: "${binOf p}/bin") pkgs ++ map (p: "${binOf p}/sbin") pkgs;
+
+  # The Go builder for nodeprep: { builder; go; name; }, or null when this
+  # nixpkgs has none for Go >= goMinimum. nixpkgs' default (buildGoModule
+  # with pkgs.go) when its Go is new enough, else the newest versioned
+  # buildGo1NNModule whose go_1_NN is. Each attribute is tried with
+  # builtins.tryEval: when nixpkgs drops a Go it leaves a throw in its place
+  # (pkgs/top-level/aliases.nix: buildGo122Module = throw ...), which `or`
+  # does not catch, so `pkgs.buildGo126Module or pkgs.buildGoModule` fails
+  # the day Go 1.26 goes.
+  chooseGo =
+    pkgs:
+    let
+      versionOf =
+        attr:
+        let
+          r = builtins.tryEval (pkgs.${attr}.version);
+        in
+        if pkgs ? ${attr} && r.success && isString r.value then r.value else null;
+      present =
+        attr:
+        pkgs ? ${attr} && (builtins.tryEval (builtins.seq pkgs.${attr} true)).success;
+      newEnough = v: v != null && builtins.compareVersions v goMinimum >= 0;
+      usable = c: present c.name && newEnough (versionOf c.go);
+      minor = builtins.fromJSON (builtins.elemAt (builtins.splitVersion goMinimum) 1);
+      versioned = builtins.genList (
+        i:
+        let
+          m = toString (minor + 39 - i);
+        in
+        {
+          name = "buildGo1${m}Module";
+          go = "go_1_${m}";
+        }
+      ) 40;
+      candidates = filter usable ([
+        {
+          name = "buildGoModule";
+          go = "go";
+        }
+      ] ++ versioned);
+    in
+    if candidates == [ ] then
+      null
+    else
+      let
+        c = head candidates;
+      in
+      {
+        inherit (c) name;
+        builder = pkgs.${c.name};
+        go = pkgs.${c.go};
+      };
+
+  # The k3s arguments nodeprep replays (--k3s-arg, join.k3sArgs): the k3s
+  # unit's own (k3sArgsOfUnit) for the module's options.
+  k3sReplayArgs = opts: k3sArgs (normalize opts);
+
+  # The message for a nixpkgs without a Go builder chooseGo accepts.
+  noGoMessage =
+    pkgs:
+    let
+      r = builtins.tryEval (pkgs.go.version);
+    in
+    "nodeprep needs Go >= ${goMinimum} (go.mod), but this nixpkgs' default Go is ${
+      if r.success then r.value else "missing"
+    } and it has no buildGo1NNModule for Go >= ${goMinimum} (a removed one is a throw in pkgs/top-level/aliases.nix). Use a nixpkgs with Go ${goMinimum} (nixos-unstable, or release-25.11 since nixpkgs PR 490463), or set services.nodeprep.package.";
+
+  # chooseGo's builder, or a throw with noGoMessage.
+  goBuilderOf =
+    pkgs:
+    let
+      c = chooseGo pkgs;
+    in
+    if c == null then throw (noGoMessage pkgs) else c;
+
 
   # Block-style YAML for a JSON-like value. Scalars are JSON (see
   # yamlScalar); mapping keys are sorted (Nix attrsets are). The output is
@@ -542,7 +831,11 @@ rec {
           # endpoint, node labels and taints; secrets dropped), also for
           # health, cdi check and cdi patch, which get no --k3s-arg: every
           # command judges the k3s that runs (`up` gets them as flags too).
-          // (if k3sArgs o != [ ] then { k3sArgs = k3sArgs o; } else { });
+          // (if k3sArgs o != [ ] then { k3sArgs = k3sArgs o; } else { })
+          # Where k3s looks for the NVIDIA runtimes (exec.LookPath on its own
+          # PATH): nodeprep predicts k3s's runtime handlers from it before k3s
+          # has rendered its containerd config.
+          // (if o.k3sUnitPath != null then { k3sUnitPath = o.k3sUnitPath; } else { });
         up = {
           onSelftestFailure = o.onSelftestFailure;
         };

@@ -1,7 +1,11 @@
 # checks.<system>.module-eval: evaluate a NixOS system built from `modules`
 # (the flake passes nixosModules.default + example-configuration.nix),
-# fail on any failed assertion, check how nodeprep.service is wired, and
-# write the facts to $out as JSON.
+# fail on any failed assertion, check how nodeprep.service is wired and
+# that it composes with nixpkgs' own k3s and nvidia-container-toolkit
+# modules as designed (the unit's arguments replayed exactly, the toolkit
+# on k3s's PATH, the RuntimeClass on a server), and write what it saw to
+# $out as JSON, with the fleet-check facts of the example (nix/facts.nix,
+# the same facts lib.mkChecks gathers).
 #
 # Only evaluation happens: the system's toplevel derivation is instantiated
 # (so every option of the whole configuration type-checks and the unit file
@@ -13,8 +17,64 @@
 }:
 let
   inherit (pkgs) lib;
+  nplib = import ./lib.nix;
   sys = nixosSystem { inherit modules; };
   cfg = sys.config;
+
+  # The same node as a k3s server with the options that reach the unit's
+  # command line (nodeName, nodeIP, disable, a kubelet config, a token that
+  # must not reach nodeprep).
+  serverSys = nixosSystem {
+    modules = modules ++ [
+      {
+        services.k3s = {
+          role = lib.mkForce "server";
+          serverAddr = lib.mkForce "";
+          nodeName = "gpu-01";
+          nodeIP = "10.0.0.5";
+          disable = [ "traefik" ];
+          agentTokenFile = "/run/secrets/agent-token";
+          extraKubeletConfig.maxPods = 250;
+          extraFlags = [ "--cluster-cidr 10.42.0.0/16" ];
+        };
+      }
+    ];
+  };
+  server = serverSys.config;
+
+  # nodeprep's --k3s-arg values, and the k3s unit's own arguments after the
+  # binary without the secret flags: they must be equal.
+  k3sArgsOf =
+    c:
+    map (lib.removePrefix "--k3s-arg=") (
+      lib.filter (lib.hasPrefix "--k3s-arg=") (
+        nplib.execWords (builtins.unsafeDiscardStringContext c.systemd.services.nodeprep.serviceConfig.ExecStart)
+      )
+    );
+  unitArgsOf =
+    c:
+    let
+      ws = builtins.tail (nplib.execWords (builtins.unsafeDiscardStringContext c.systemd.services.k3s.serviceConfig.ExecStart));
+      secret = w: builtins.match "--(token|token-file|agent-token|agent-token-file)(=.*)?" w;
+      drop =
+        l:
+        if l == [ ] then
+          [ ]
+        else if secret (builtins.head l) == null then
+          [ (builtins.head l) ] ++ drop (builtins.tail l)
+        else if builtins.elemAt (secret (builtins.head l)) 1 != null then
+          drop (builtins.tail l)
+        else
+          drop (builtins.tail (builtins.tail l));
+    in
+    drop ws;
+  toolsBin = "${lib.getOutput "tools" cfg.hardware.nvidia-container-toolkit.package}/bin";
+  fleetFacts = import ./facts.nix {
+    inherit lib;
+    inherit (sys) pkgs;
+    name = "example";
+    config = cfg;
+  };
   unit = cfg.systemd.services.nodeprep;
   sc = unit.serviceConfig;
 
@@ -51,7 +111,37 @@ let
     }
     {
       name = "the k3s token never reaches nodeprep";
-      ok = !(lib.hasInfix "token" sc.ExecStart);
+      ok = !(lib.hasInfix "token" sc.ExecStart) && !(lib.hasInfix "token" server.systemd.services.nodeprep.serviceConfig.ExecStart);
+    }
+    # --- composed with nixpkgs' k3s and toolkit modules (issue 31) ---
+    {
+      name = "nodeprep replays exactly the k3s unit's arguments, less its secrets (agent and server)";
+      ok =
+        k3sArgsOf cfg == unitArgsOf cfg
+        && k3sArgsOf server == unitArgsOf server
+        && lib.all (a: lib.elem a (k3sArgsOf server)) [
+          "server"
+          "--node-name=gpu-01"
+          "--node-ip=10.0.0.5"
+          "--disable=traefik"
+          "--cluster-cidr"
+        ]
+        && lib.any (lib.hasPrefix "--kubelet-arg=config=/nix/store/") (k3sArgsOf server);
+    }
+    {
+      name = "the toolkit's runtime binaries are on the k3s unit's PATH, and nodeprep's config names that PATH";
+      ok =
+        lib.hasPrefix "${toolsBin}:" cfg.systemd.services.k3s.environment.PATH
+        && builtins.head fleetFacts.k3s.unitPath == toolsBin
+        && lib.hasInfix (builtins.unsafeDiscardStringContext "  k3sUnitPath:\n    - \"${toolsBin}\"") (
+          builtins.unsafeDiscardStringContext cfg.environment.etc."nodeprep/config.yaml".text
+        );
+    }
+    {
+      name = "a k3s server auto-deploys the nvidia-cdi RuntimeClass; the example agent does not";
+      ok =
+        server.services.k3s.manifests.nodeprep-nvidia-cdi-runtimeclass.content.handler == "nvidia-cdi"
+        && !(cfg.services.k3s.manifests ? nodeprep-nvidia-cdi-runtimeclass);
     }
     {
       name = "ProtectSystem=strict with exactly the written directories";
@@ -183,6 +273,8 @@ let
     execStart = builtins.unsafeDiscardStringContext sc.ExecStart;
     readWritePaths = sc.ReadWritePaths;
     tmpfiles = cfg.systemd.tmpfiles.rules;
+    # What lib.mkChecks would hand nodeprep for this node.
+    fleetFacts = builtins.fromJSON (builtins.unsafeDiscardStringContext (builtins.toJSON fleetFacts));
   };
 in
 if failedAssertions != [ ] then

@@ -21,6 +21,7 @@
   config,
   lib,
   pkgs,
+  options,
   ...
 }:
 let
@@ -33,6 +34,39 @@ let
   # nodeLabel/nodeTaint options, extraFlags a string): read it defensively.
   k3s = config.services.k3s or { };
   k3sConfigPath = k3s.configPath or null;
+  # The k3s unit as nixpkgs' k3s module makes it (its ExecStart and PATH).
+  k3sService = config.systemd.services.k3s or { };
+  k3sRole = k3s.role or "agent";
+  k3sDataDir = nplib.k3sDataDirOf opts;
+
+  # The toolkit's runtime binaries (nvidia-container-runtime and
+  # nvidia-container-runtime.cdi), in the package's "tools" output, as
+  # hardware.nvidia-container-toolkit uses them
+  # (nixos/modules/services/hardware/nvidia-container-toolkit/default.nix:
+  # lib.getOutput "tools" ...package for docker's runtimes.nvidia;
+  # pkgs/by-name/nv/nvidia-container-toolkit/package.nix moves them there).
+  toolkitPackage = config.hardware.nvidia-container-toolkit.package or pkgs.nvidia-container-toolkit;
+  toolkitTools = lib.getOutput "tools" toolkitPackage;
+
+  # The RuntimeClass whose handler k3s registers when it finds
+  # nvidia-container-runtime.cdi (k3s PR #11065): what GPU pods nodeprep
+  # renders run with (runtimeClassName: nvidia-cdi).
+  runtimeClass = {
+    apiVersion = "node.k8s.io/v1";
+    kind = "RuntimeClass";
+    metadata.name = "nvidia-cdi";
+    handler = "nvidia-cdi";
+  };
+  runtimeClassName = "nodeprep-nvidia-cdi-runtimeclass";
+  wantRuntimeClass = cfg.k3s.runtimeClass && k3sRole == "server";
+  # services.k3s.manifests (nixpkgs 24.11 and later) links its files into
+  # /var/lib/rancher/k3s/server/manifests whatever the data-dir; with
+  # another data-dir, or a nixpkgs without the option, a tmpfiles rule links
+  # the manifest where k3s reads it (<data-dir>/server/manifests), as the
+  # k3s module's own tmpfiles rules do.
+  k3sHasManifests = (options.services or { }) ? k3s && options.services.k3s ? manifests;
+  useK3sManifests = k3sHasManifests && k3sDataDir == nplib.defaults.k3sDataDir;
+  runtimeClassFile = pkgs.writeText "${runtimeClassName}.yaml" (builtins.toJSON runtimeClass);
 
   # hardware.nvidia.datacenter.enable: nixpkgs then links none of the
   # driver's libraries under /run/opengl-driver (see the assertion).
@@ -64,7 +98,17 @@ let
     k3sExtraFlags = k3s.extraFlags or [ ];
     k3sNodeLabels = k3s.nodeLabel or [ ];
     k3sNodeTaints = k3s.nodeTaint or [ ];
-    k3sRole = k3s.role or "agent";
+    inherit k3sRole;
+    # The rest of what the k3s unit passes (serverAddr, disable, nodeName,
+    # nodeIP, selinux, the kubelet config file, ...), for the k3s arguments
+    # nodeprep replays: exactly the unit's, less its secrets.
+    k3sUnit = nplib.k3sUnitOf k3s (k3sService.serviceConfig.ExecStart or null);
+    # Where k3s looks for the NVIDIA runtimes: its unit's PATH.
+    k3sUnitPath =
+      if k3sService ? path then
+        nplib.unitPathOf (p: if builtins.isString p then p else lib.getBin p) k3sService.path
+      else
+        null;
     vulkanLoader = "${lib.getLib cfg.vulkanLoader}/lib/libvulkan.so.1";
     eglLib = "${lib.getLib cfg.libglvnd}/lib/libEGL.so.1";
     nvmlLib = "${pkgs.addDriverRunpath.driverLink}/lib/libnvidia-ml.so.1";
@@ -123,13 +167,15 @@ in
 
     package = lib.mkOption {
       type = lib.types.package;
-      # go.mod says go 1.26 and buildGoModule builds with GOTOOLCHAIN=local:
-      # use nixpkgs' Go 1.26 builder where its default Go is older (the same
-      # choice as the flake's packages.default).
+      # go.mod's go directive is the oldest Go that builds nodeprep, and
+      # buildGoModule builds with GOTOOLCHAIN=local: nixpkgs' builder when
+      # its Go is new enough, else the newest buildGo1NNModule that is
+      # (nplib.chooseGo, the same choice as the flake's packages.default);
+      # without one, evaluation stops saying so.
       default = pkgs.callPackage ./package.nix {
-        buildGoModule = pkgs.buildGo126Module or pkgs.buildGoModule;
+        buildGoModule = (nplib.goBuilderOf pkgs).builder;
       };
-      defaultText = lib.literalExpression "pkgs.callPackage ./nix/package.nix { buildGoModule = pkgs.buildGo126Module; }";
+      defaultText = lib.literalExpression "pkgs.callPackage ./nix/package.nix { buildGoModule = <pkgs.buildGoModule if its Go >= ${nplib.goMinimum}, else the newest pkgs.buildGo1NNModule >= ${nplib.goMinimum}>; }";
       description = "The nodeprep package (the flake's nixosModules.default sets its own build).";
     };
 
@@ -259,11 +305,14 @@ in
       };
       kubeconfig = lib.mkOption {
         type = lib.types.str;
-        default = "/var/lib/rancher/k3s/agent/kubelet.kubeconfig";
+        default = "${k3sDataDir}/agent/kubelet.kubeconfig";
+        defaultText = lib.literalExpression ''"<data-dir>/agent/kubelet.kubeconfig"'';
         description = ''
           The kubelet's kubeconfig that k3s writes under its data-dir
-          (`<data-dir>/agent/kubelet.kubeconfig`); change it with k3s's
-          `--data-dir`.
+          (`<data-dir>/agent/kubelet.kubeconfig`). The data-dir is the one
+          the k3s unit passes (`--data-dir`/`-d` in `services.k3s.extraFlags`),
+          else `/var/lib/rancher/k3s`; set this when a k3s config file or
+          `K3S_DATA_DIR` moves it.
         '';
       };
       apiServerAddresses = lib.mkOption {
@@ -278,6 +327,45 @@ in
       };
     };
     # --- end nodeprep health options ---
+
+    k3s = {
+      toolkitOnPath = lib.mkOption {
+        type = lib.types.bool;
+        default = true;
+        description = ''
+          Put the NVIDIA Container Toolkit's runtime binaries
+          (`nvidia-container-runtime`, `nvidia-container-runtime.cdi`, the
+          `tools` output of `hardware.nvidia-container-toolkit.package`) on
+          the k3s unit's PATH. k3s looks the NVIDIA runtimes up on its own
+          PATH when it renders containerd's config and registers the
+          `nvidia` and `nvidia-cdi` runtime handlers only for those it
+          finds; NixOS's k3s unit has neither on its PATH, so without this
+          no GPU pod can run with `runtimeClassName: nvidia-cdi`.
+        '';
+      };
+      runtimeClass = lib.mkOption {
+        type = lib.types.bool;
+        default = true;
+        description = ''
+          On a k3s server (`services.k3s.role = "server"`), deploy the
+          `nvidia-cdi` RuntimeClass (node.k8s.io/v1, handler `nvidia-cdi`)
+          as a k3s auto-deployed manifest (`services.k3s.manifests`, or a
+          link in `<data-dir>/server/manifests`). Agents deploy nothing.
+        '';
+      };
+    };
+
+    derived = lib.mkOption {
+      type = lib.types.attrs;
+      internal = true;
+      readOnly = true;
+      description = ''
+        What the module derives from services.k3s for nodeprep, as nodeprep
+        gets it (read by the flake's lib.mkChecks, nix/facts.nix): the k3s
+        unit's arguments, data-dir, config file, PATH directories, kubelet
+        configuration, and the manifests it links itself.
+      '';
+    };
 
     repatch.enable = lib.mkOption {
       type = lib.types.bool;
@@ -401,9 +489,44 @@ in
 
     environment.etc."nodeprep/config.yaml".text = nplib.renderConfig opts;
 
+    services.nodeprep.derived = {
+      k3sArgs = nplib.k3sReplayArgs opts;
+      k3sDataDir = k3sDataDir;
+      k3sConfig = nplib.k3sConfigOf opts;
+      k3sUnitPath = opts.k3sUnitPath;
+      kubeletConfig = opts.k3sUnit.kubeletConfig;
+      # Manifests this module links into <data-dir>/server/manifests itself
+      # (those in services.k3s.manifests are read from there).
+      manifests = lib.optionalAttrs (wantRuntimeClass && !useK3sManifests) {
+        "${runtimeClassName}.yaml" = runtimeClass;
+      };
+    };
+
+    # The nvidia-cdi RuntimeClass on a server, through services.k3s.manifests
+    # where this nixpkgs has it (see useK3sManifests; a tmpfiles link below
+    # otherwise). Defined only where the option exists.
+    services.k3s = lib.optionalAttrs k3sHasManifests {
+      manifests.${runtimeClassName} = lib.mkIf (wantRuntimeClass && useK3sManifests) {
+        content = runtimeClass;
+      };
+    };
+
     # The writable directories must exist before the unit starts
     # (ReadWritePaths= fails on a missing path); /run/cdi is the generator's.
-    systemd.tmpfiles.rules = nplib.tmpfilesRules opts;
+    systemd.tmpfiles.rules =
+      nplib.tmpfilesRules opts
+      ++ lib.optional (wantRuntimeClass && !useK3sManifests) "L+ ${k3sDataDir}/server/manifests/${runtimeClassName}.yaml - - - - ${runtimeClassFile}";
+
+    # k3s finds the NVIDIA runtimes on its own PATH (k3s
+    # pkg/agent/containerd/nvidia.go: exec.LookPath, then
+    # /usr/local/nvidia/toolkit; older releases look only in
+    # /usr/local/nvidia/toolkit and /usr/bin), and registers a runtime
+    # handler for each it finds: nvidia (nvidia-container-runtime) and
+    # nvidia-cdi (nvidia-container-runtime.cdi, k3s PR #11065). NixOS's k3s
+    # unit has neither on its PATH; the toolkit's tools output puts both
+    # there. nodeprep gets the same PATH (config.yaml join.k3sUnitPath) to
+    # predict the handlers before k3s has rendered its config.
+    systemd.services.k3s.path = lib.mkIf cfg.k3s.toolkitOnPath [ toolkitTools ];
 
     # Recovery, the generator's half: its boot run fails when the driver is
     # not loaded yet. Retried (Restart=on-failure; mkDefault, nixpkgs' unit
@@ -463,8 +586,8 @@ in
       restartTriggers = [ config.environment.etc."nodeprep/config.yaml".source ];
 
       # Nothing secret: the environment is empty, and the command line
-      # carries only node-label/node-taint words from services.k3s, never
-      # its token.
+      # carries the k3s unit's arguments without its secret flags (the
+      # token, token file and agent token are left out, value and all).
       serviceConfig = {
         # oneshot + RemainAfterExit: "active" means "this boot's GPUs were
         # checked and the drop-in written"; k3s's Requires= holds on to

@@ -115,6 +115,8 @@ let
         # JSON-quoted scalars are plain YAML double-quoted strings.
         join:
           defaultTaint: false
+          k3sArgs:
+            - "agent"
           labels: []
           taints:
             - "nvidia.com/gpu=present:NoSchedule"
@@ -166,6 +168,12 @@ let
           defaultTaint = false;
           k3sConfig = "/etc/k3s/agent.yaml";
           k3sEnvironmentFile = "/run/secrets/k3s.env";
+          # services.k3s.configPath, as the unit passes it.
+          k3sArgs = [
+            "agent"
+            "--config"
+            "/etc/k3s/agent.yaml"
+          ];
         };
         selftest.timeout = "45s";
         up.onSelftestFailure = "taint";
@@ -179,6 +187,7 @@ let
         taints = [ ];
         labels = [ ];
         defaultTaint = false;
+        k3sArgs = [ "agent" ];
       };
     }
     {
@@ -220,17 +229,20 @@ let
 
   argCases = [
     {
-      name = "execArgs: without metrics or k3s flags";
+      name = "execArgs: without metrics or k3s flags: the agent the k3s unit runs";
       got = lib.execArgs base;
-      want = baseArgs;
+      want = baseArgs ++ [ "--k3s-arg=agent" ];
     }
     {
       name = "execArgs: with a metrics textfile directory";
       got = lib.execArgs (base // { metricsTextfileDir = "/var/lib/prometheus-node-exporter/textfile"; });
-      want = baseArgs ++ [ "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom" ];
+      want = baseArgs ++ [
+        "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
+        "--k3s-arg=agent"
+      ];
     }
     {
-      name = "execArgs: k3s flags (list with multi-word entries, nodeLabel, nodeTaint); secrets dropped";
+      name = "execArgs: the k3s unit's arguments (nodeLabel, nodeTaint, then extraFlags split as systemd splits them); secrets dropped";
       got = lib.execArgs (
         base
         // {
@@ -247,11 +259,16 @@ let
         }
       );
       want = baseArgs ++ [
+        "--k3s-arg=agent"
         "--k3s-arg=--node-label=pool=gpu"
         "--k3s-arg=--node-taint=t=1:NoSchedule"
-        "--k3s-arg=--node-label=zone=a"
+        "--k3s-arg=--node-label"
+        "--k3s-arg=zone=a"
         "--k3s-arg=--node-taint=x=y:NoExecute"
-        "--k3s-arg=--node-label=rack=4"
+        "--k3s-arg=--disable"
+        "--k3s-arg=traefik"
+        "--k3s-arg=-node-label"
+        "--k3s-arg=rack=4"
       ];
     }
     {
@@ -263,9 +280,9 @@ let
       want = [ "server" "--data-dir=/data/k3s" ];
     }
     {
-      name = "mkConfig: no k3s arguments, no join.k3sArgs";
-      got = (lib.mkConfig { }).join ? k3sArgs;
-      want = false;
+      name = "mkConfig: no k3s options: join.k3sArgs is the agent the unit runs";
+      got = (lib.mkConfig { }).join.k3sArgs;
+      want = [ "agent" ];
     }
     {
       name = "execArgs: k3s extraFlags as one string";
@@ -273,8 +290,12 @@ let
         base // { k3sExtraFlags = "--server https://k:6443  --node-label=a=b\n--node-taint c=d:NoSchedule"; }
       );
       want = baseArgs ++ [
+        "--k3s-arg=agent"
+        "--k3s-arg=--server"
+        "--k3s-arg=https://k:6443"
         "--k3s-arg=--node-label=a=b"
-        "--k3s-arg=--node-taint=c=d:NoSchedule"
+        "--k3s-arg=--node-taint"
+        "--k3s-arg=c=d:NoSchedule"
       ];
     }
     {
@@ -307,6 +328,7 @@ let
         "up"
         "--config=/etc/nodeprep/config.yaml"
         "--egl-lib=${eglLib}"
+        "--k3s-arg=agent"
         "-v"
       ];
     }
@@ -425,10 +447,19 @@ let
     {
       name = "readWritePaths: --config in services.k3s.extraFlags moves the drop-in directory";
       got = builtins.elemAt (lib.readWritePaths {
-        k3sConfigPath = "/etc/k3s/ignored.yaml";
         k3sExtraFlags = "--disable traefik --config /srv/k3s.yaml";
       }) 1;
       want = "/srv/k3s.yaml.d";
+    }
+    {
+      # The unit passes configPath's --config before extraFlags, and
+      # nodeprep (nodeprep/k3s Locate) takes the first.
+      name = "readWritePaths: with configPath and a --config in extraFlags, the unit's first --config (configPath's)";
+      got = builtins.elemAt (lib.readWritePaths {
+        k3sConfigPath = "/etc/k3s/first.yaml";
+        k3sExtraFlags = "--disable traefik --config /srv/k3s.yaml";
+      }) 1;
+      want = "/etc/k3s/first.yaml.d";
     }
     {
       name = "k3sConfigOf: -c=, then configPath, then settings, then the default";
@@ -457,10 +488,14 @@ let
         }
       );
       want = baseArgs ++ [
-        "--k3s-arg=--config=/srv/k3s.yaml"
-        "--k3s-arg=--data-dir=/data/k3s"
+        "--k3s-arg=agent"
+        "--k3s-arg=--config"
+        "--k3s-arg=/srv/k3s.yaml"
+        "--k3s-arg=-d"
+        "--k3s-arg=/data/k3s"
         "--k3s-arg=--kubelet-arg=max-pods=250"
-        "--k3s-arg=--container-runtime-endpoint=unix:///run/containerd/containerd.sock"
+        "--k3s-arg=--container-runtime-endpoint"
+        "--k3s-arg=unix:///run/containerd/containerd.sock"
       ];
     }
     {
@@ -643,5 +678,274 @@ let
       ];
     }
   ];
+
+  # --- the k3s unit's arguments (issue 31) ---
+  unitWith = u: {
+    role = "agent";
+    serverAddr = "";
+    configPath = null;
+    disable = [ ];
+    nodeName = null;
+    nodeLabel = [ ];
+    nodeTaint = [ ];
+    nodeIP = null;
+    nodeExternalIP = null;
+    selinux = false;
+    kubeletConfigFile = null;
+    kubeProxyConfigFile = null;
+    clusterInit = false;
+    disableAgent = false;
+    extraFlags = [ ];
+  } // u;
+  kubeletFile = "${store}-k3s-kubelet-config";
+  unitCases = [
+    {
+      name = "execWords: systemd's splitting: continued lines, quotes removed, backslash escapes";
+      got = lib.execWords "/bin/k3s agent \\\n --server https://a:6443 \\\n --kubelet-arg=\"node-ip=::\" --a='b c' x\\ y \"q\\\"r\"";
+      want = [
+        "/bin/k3s"
+        "agent"
+        "--server"
+        "https://a:6443"
+        "--kubelet-arg=node-ip=::"
+        "--a=b c"
+        "x y"
+        "q\"r"
+      ];
+    }
+    {
+      # nixos/modules/services/cluster/rancher/default.nix ExecStart order.
+      name = "k3sArgsOfUnit: every option the unit passes, in its order; tokens never";
+      got = lib.k3sArgsOfUnit (unitWith {
+        role = "server";
+        serverAddr = "https://k:6443";
+        configPath = "/etc/k3s/c.yaml";
+        disable = [ "traefik" "servicelb" ];
+        nodeName = "gpu-01";
+        nodeLabel = [ "a=b" ];
+        nodeTaint = [ "t=1:NoSchedule" ];
+        nodeIP = "10.0.0.5";
+        nodeExternalIP = "203.0.113.5";
+        selinux = true;
+        kubeletConfigFile = kubeletFile;
+        kubeProxyConfigFile = "${store}-k3s-kubeProxy-config";
+        clusterInit = true;
+        extraFlags = [
+          "--token s3cret"
+          "--agent-token=s3cret"
+          "-t s3cret"
+          "--vpn-auth-file /run/vpn"
+          "--cluster-cidr=\"10.42.0.0/16\""
+        ];
+      });
+      want = [
+        "server"
+        "--server"
+        "https://k:6443"
+        "--config"
+        "/etc/k3s/c.yaml"
+        "--disable=traefik"
+        "--disable=servicelb"
+        "--node-name=gpu-01"
+        "--node-label=a=b"
+        "--node-taint=t=1:NoSchedule"
+        "--node-ip=10.0.0.5"
+        "--node-external-ip=203.0.113.5"
+        "--selinux"
+        "--kubelet-arg=config=${kubeletFile}"
+        "--kube-proxy-arg=config=${store}-k3s-kubeProxy-config"
+        "--cluster-init"
+        "--cluster-cidr=10.42.0.0/16"
+      ];
+    }
+    {
+      name = "k3sArgsOfUnit: extraFlags as one string or nested lists, as lib.flatten and systemd take them";
+      got = [
+        (lib.k3sArgsOfUnit (unitWith { extraFlags = "--node-label a=b\n--token-file=/run/t --debug"; }))
+        (lib.k3sArgsOfUnit (unitWith { extraFlags = [ [ "--debug" ] "--node-ip 1.2.3.4" ]; }))
+      ];
+      want = [
+        [ "agent" "--node-label" "a=b" "--debug" ]
+        [ "agent" "--debug" "--node-ip" "1.2.3.4" ]
+      ];
+    }
+    {
+      name = "k3sUnitOf: options read with their defaults where a nixpkgs lacks them; the config files from the unit's ExecStart";
+      got = [
+        (lib.k3sUnitOf { extraFlags = [ ]; } null)
+        (lib.k3sUnitOf {
+          nodeName = "n";
+          nodeIP = "10.0.0.5";
+          disable = [ "traefik" ];
+          gracefulNodeShutdown = {
+            enable = true;
+            shutdownGracePeriod = "1m";
+            shutdownGracePeriodCriticalPods = "20s";
+          };
+          extraKubeletConfig.maxPods = 250;
+          extraKubeProxyConfig.mode = "nftables";
+        } "/k3s/bin/k3s agent \\\n --node-name=n \\\n --kubelet-arg=config=${kubeletFile} \\\n --kube-proxy-arg=config=/p \\\n --kubelet-arg=config=/user")
+      ];
+      want = [
+        {
+          serverAddr = "";
+          disable = [ ];
+          nodeName = null;
+          nodeIP = null;
+          nodeExternalIP = null;
+          selinux = false;
+          clusterInit = false;
+          disableAgent = false;
+          kubeletConfigFile = null;
+          kubeProxyConfigFile = null;
+          kubeletConfig = null;
+        }
+        {
+          serverAddr = "";
+          disable = [ "traefik" ];
+          nodeName = "n";
+          nodeIP = "10.0.0.5";
+          nodeExternalIP = null;
+          selinux = false;
+          clusterInit = false;
+          disableAgent = false;
+          kubeletConfigFile = kubeletFile;
+          kubeProxyConfigFile = "/p";
+          kubeletConfig = {
+            apiVersion = "kubelet.config.k8s.io/v1beta1";
+            kind = "KubeletConfiguration";
+            shutdownGracePeriod = "1m";
+            shutdownGracePeriodCriticalPods = "20s";
+            maxPods = 250;
+          };
+        }
+      ];
+    }
+    {
+      name = "execArgs: the unit's nodeName, nodeIP, disable and kubelet config reach nodeprep (they used to give no --k3s-arg)";
+      got = lib.execArgs (
+        base
+        // {
+          k3sRole = "server";
+          k3sUnit = {
+            nodeName = "gpu-01";
+            nodeIP = "10.0.0.5";
+            disable = [ "traefik" ];
+            kubeletConfigFile = kubeletFile;
+          };
+        }
+      );
+      want = baseArgs ++ [
+        "--k3s-arg=server"
+        "--k3s-arg=--disable=traefik"
+        "--k3s-arg=--node-name=gpu-01"
+        "--k3s-arg=--node-ip=10.0.0.5"
+        "--k3s-arg=--kubelet-arg=config=${kubeletFile}"
+      ];
+    }
+    {
+      name = "k3sDataDirOf: the last --data-dir/-d the unit passes, else /var/lib/rancher/k3s";
+      got = [
+        (lib.k3sDataDirOf { })
+        (lib.k3sDataDirOf { k3sExtraFlags = "--data-dir /a -d=/b"; })
+        (lib.k3sDataDirOf { k3sExtraFlags = [ "--data-dir=/data/k3s" ]; })
+      ];
+      want = [
+        "/var/lib/rancher/k3s"
+        "/b"
+        "/data/k3s"
+      ];
+    }
+    {
+      name = "mkConfig: the k3s unit's PATH directories go to join.k3sUnitPath";
+      got = (lib.mkConfig { k3sUnitPath = [ "${store}-nvidia-container-toolkit-1.17.8-tools/bin" "/run/wrappers/bin" ]; }).join.k3sUnitPath;
+      want = [
+        "${store}-nvidia-container-toolkit-1.17.8-tools/bin"
+        "/run/wrappers/bin"
+      ];
+    }
+    {
+      name = "unitPathOf: each package's bin, then each one's sbin (nixos/lib/systemd-lib.nix)";
+      got = lib.unitPathOf (p: p.bin or p) [
+        { bin = "/s/a-bin"; }
+        "/s/b"
+      ];
+      want = [
+        "/s/a-bin/bin"
+        "/s/b/bin"
+        "/s/a-bin/sbin"
+        "/s/b/sbin"
+      ];
+    }
+  ];
+
+  # --- the Go builder (issue 31): a throw alias must not break evaluation ---
+  goPkg = v: { version = v; };
+  builder = n: { builderName = n; };
+  # pkgs/top-level/aliases.nix leaves removed Go versions as throws.
+  removed = n: throw "'${n}' has been removed";
+  chosen = pkgs: let c = lib.chooseGo pkgs; in if c == null then null else c.name;
+  goCases = [
+    {
+      name = "chooseGo: nixpkgs' default builder when its Go is new enough";
+      got = chosen {
+        go = goPkg "1.26.1";
+        buildGoModule = builder "default";
+        buildGo126Module = removed "buildGo126Module";
+        go_1_26 = removed "go_1_26";
+      };
+      want = "buildGoModule";
+    }
+    {
+      name = "chooseGo: an older default Go and buildGo126Module a throw alias: the newest versioned builder that evaluates";
+      got = chosen {
+        go = goPkg "1.25.5";
+        buildGoModule = builder "default";
+        buildGo126Module = removed "buildGo126Module";
+        go_1_26 = removed "go_1_26";
+        buildGo127Module = builder "127";
+        go_1_27 = goPkg "1.27.0";
+      };
+      want = "buildGo127Module";
+    }
+    {
+      name = "chooseGo: buildGo126Module when it is there (release-25.11 after nixpkgs PR 490463)";
+      got = chosen {
+        go = goPkg "1.25.5";
+        buildGoModule = builder "default";
+        buildGo126Module = builder "126";
+        go_1_26 = goPkg "1.26.0";
+        buildGo127Module = removed "buildGo127Module";
+        go_1_27 = removed "go_1_27";
+      };
+      want = "buildGo126Module";
+    }
+    {
+      name = "chooseGo: none new enough: null, and goBuilderOf stops with a message naming Go and the way out";
+      got = [
+        (chosen {
+          go = goPkg "1.24.9";
+          buildGoModule = builder "default";
+          buildGo126Module = removed "buildGo126Module";
+          go_1_26 = removed "go_1_26";
+          buildGo125Module = builder "125";
+          go_1_25 = goPkg "1.25.5";
+        })
+        (builtins.tryEval (lib.goBuilderOf { go = goPkg "1.24.9"; buildGoModule = builder "default"; }).builder).success
+        (builtins.match ".*needs Go >= ${lib.goMinimum} \\(go.mod\\), but this nixpkgs' default Go is 1.24.9.*release-25.11.*services.nodeprep.package.*" (lib.noGoMessage { go = goPkg "1.24.9"; }) != null)
+      ];
+      want = [
+        null
+        false
+        true
+      ];
+    }
+    {
+      name = "goMinimum: go.mod's go directive";
+      got = builtins.match "[0-9]+[.][0-9]+" lib.goMinimum != null
+        && builtins.match ".*\ngo ${builtins.replaceStrings [ "." ] [ "[.]" ] lib.goMinimum}[.0-9]*\n.*" (builtins.readFile ../go.mod) != null;
+      want = true;
+    }
+  ];
 in
-runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ k3sPathCases ++ entryCases ++ healthCases ++ patchCases)
+runAll (yamlCases ++ argCases ++ k3sCases ++ pathCases ++ k3sPathCases ++ entryCases ++ healthCases ++ patchCases ++ unitCases ++ goCases)

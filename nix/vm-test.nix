@@ -35,9 +35,10 @@ let
       wait = "30s";
       selftest.timeout = "45s";
     };
-    # Not a node-label/node-taint: passes nothing (those are refused, see
-    # lib.k3sNodeArgConflicts).
-    k3sExtraFlags = [ "--disable traefik" ];
+    # Replayed as the agent's unit passes it (--k3s-arg=agent, then
+    # --node-ip and its value as two words). (A server flag such as
+    # --disable would stop a k3s agent, and nodeprep with it.)
+    k3sExtraFlags = [ "--node-ip 10.0.2.15" ];
     vulkanLoader = "${lib.getLib pkgs.vulkan-loader}/lib/libvulkan.so.1";
     eglLib = "${lib.getLib pkgs.libglvnd}/lib/libEGL.so.1";
     # With --simulate there is no NVML to load.
