@@ -4,9 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -104,4 +106,32 @@ func FuzzParseFacts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNixFactsParse: the facts the Nix side writes for the project's
+// example configuration (testdata/fleet/example-facts.json, written by
+// `scripts/nix-check.sh --update` from the module's stand-in evaluation)
+// are facts this parser accepts, and the nodeprep config they carry is one
+// nodeprep's own config parser accepts: the two halves of the fleet check
+// agree on the schema and on the config keys the module writes.
+func TestNixFactsParse(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(testkit.Testdata(t, "fleet", "example-facts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFacts("example-facts.json", data)
+	if err != nil {
+		t.Fatalf("the Nix side's facts are refused: %v", err)
+	}
+	if f.Name == "" || len(f.K3s.UnitPath) == 0 || len(f.K3s.Args) == 0 {
+		t.Errorf("parsed %+v: want a name, the unit's PATH and its arguments", f)
+	}
+	cfg, err := config.Parse("example-facts.json: nodeprep.configYaml", []byte(f.Nodeprep.ConfigYAML), config.Default("amd64"))
+	if err != nil {
+		t.Fatalf("the module's config.yaml is refused by nodeprep: %v", err)
+	}
+	if !slices.Equal(cfg.Join.K3sUnitPath, f.K3s.UnitPath) {
+		t.Errorf("config join.k3sUnitPath = %q, facts k3s.unitPath = %q: want the same PATH", cfg.Join.K3sUnitPath, f.K3s.UnitPath)
+	}
 }
