@@ -209,7 +209,8 @@ func lookupFlag(name string) *flag {
 // the toolkit line tk's command line does (urfave/cli: --name value,
 // --name=value, a single dash alike; a list flag repeated or
 // comma-separated replaces its default; a boolean takes no separate value;
-// parsing stops at "--"; no positional arguments). Errors are marked
+// parsing stops at "--"; a positional argument, which would end the flags
+// there, is not modelled). Errors are marked
 // fault.Malformed and wrap ErrRejected (the real generator fails on them)
 // or ErrNotModelled (a setting the model does not cover).
 func ParseArgs(tk Toolkit, args []string) (Options, error) {
@@ -233,12 +234,12 @@ func parseArgs(tk Toolkit, args []string) (Options, error) {
 		a := args[i]
 		if a == "--" {
 			if i+1 < len(args) {
-				return o, fmt.Errorf("unexpected arguments: %q", args[i+1:])
+				return o, notModelled("arguments after --: %q (the generator ignores them)", args[i+1:])
 			}
 			break
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
-			return o, fmt.Errorf("unexpected argument %q", a)
+			return o, notModelled("positional argument %q (the generator stops reading flags there and ignores the rest)", a)
 		}
 		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
 		value, hasValue := "", false

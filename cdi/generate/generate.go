@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -571,4 +570,3 @@ func appendNew(list []string, items ...string) []string {
 	return list
 }
 
-var _ = filepath.Join

@@ -1,0 +1,113 @@
+package generate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
+)
+
+// TestCommittedSpecs runs without root or the real generator: the specs
+// the NixOS trees carry are the real nvidia-ctk's output
+// (scripts/gen-testhosts.sh; TestRealTestHosts in
+// nodeprep/testenv/upstream keeps them so), and the model must give each
+// of them from the tree, its unit's arguments and the simulated dgx-h200.
+// One difference must be allowed: the real run's libnvidia-ml is the fake
+// NVML, which has no SONAME, while the tree's stub has libnvidia-ml.so.1,
+// so where create-symlinks is on (1.20 without --disable-hook) the model
+// adds the libnvidia-ml.so.1 link the real generator writes on a real
+// driver; the test removes it. TestAgainstRealGenerator has no such
+// exception.
+func TestCommittedSpecs(t *testing.T) {
+	for _, tc := range []struct{ tree, unit, version string }{
+		{"nixos-h200", "new", "1.20.2"},
+		{"nixos-h200-hooks", "new-hooks", "1.20.2"},
+		{"nixos-h200-ctk117", "old", "1.17.8"},
+		{"nixos-gh200", "new", "1.20.2"},
+		{"no-all-device", "no-all", "1.20.2"},
+		{"stale-etc-cdi", "index", "1.20.2"},
+	} {
+		t.Run(tc.tree, func(t *testing.T) {
+			dir := testkit.Testdata(t, "hosts", tc.tree)
+			root, err := hostfs.New(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Spec(root, treeHost(t, dir), tc.version, unitArgs(t, dir, tc.unit, tc.version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			AddModuleMounts(got, root, moduleMounts(t, dir))
+			dropNVMLSoname(got)
+			data, err := os.ReadFile(filepath.Join(dir, "run/cdi/nvidia-container-toolkit.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want specs.Spec
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&want, got) {
+				w, _ := json.MarshalIndent(&want, "", " ")
+				g, _ := json.MarshalIndent(got, "", " ")
+				if bytes.Equal(w, g) {
+					return
+				}
+				t.Errorf("the model differs from testdata/hosts/%s's spec:\n%s", tc.tree, lineDiff(string(w), string(g)))
+			}
+		})
+	}
+}
+
+// dropNVMLSoname removes the libnvidia-ml SONAME link (see
+// TestCommittedSpecs) from the create-symlinks hooks.
+func dropNVMLSoname(s *specs.Spec) {
+	for _, h := range s.ContainerEdits.Hooks {
+		for i := 0; i+1 < len(h.Args); i++ {
+			if h.Args[i] == "--link" && strings.HasSuffix(h.Args[i+1], "/libnvidia-ml.so.1") && strings.HasPrefix(h.Args[i+1], "libnvidia-ml.so.") {
+				h.Args = append(h.Args[:i], h.Args[i+2:]...)
+				i--
+			}
+		}
+	}
+}
+
+// TestSimulatedMatchesTrees: the host Simulated gives for dgx-h200 is the
+// one the NixOS trees stand for (their .devices, by-path links and fake
+// NVML), so the fleet check's simulated inventory is the one the
+// differential test proved the model on.
+func TestSimulatedMatchesTrees(t *testing.T) {
+	for tree, n := range map[string]int{"nixos-h200": 8, "nixos-gh200": 1} {
+		want := treeHost(t, testkit.Testdata(t, "hosts", tree))
+		got, err := Simulated("dgx-h200", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sortHost(&want)
+		sortHost(&got)
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("Simulated(dgx-h200, %d) = %+v\nwant (testdata/hosts/%s) %+v", n, got, tree, want)
+		}
+	}
+	if _, err := Simulated("dgx-h200", 9); err == nil {
+		t.Error("Simulated(dgx-h200, 9) gave no error")
+	}
+	if _, err := Simulated("dgx-z9", 0); err == nil {
+		t.Error("Simulated(dgx-z9) gave no error")
+	}
+}
+
+func sortHost(h *Host) {
+	slices.SortFunc(h.Nodes, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(h.ByPath, func(a, b Link) int { return strings.Compare(a.Path, b.Path) })
+}
+
