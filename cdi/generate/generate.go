@@ -569,4 +569,3 @@ func appendNew(list []string, items ...string) []string {
 	}
 	return list
 }
-

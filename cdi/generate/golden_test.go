@@ -110,4 +110,3 @@ func sortHost(h *Host) {
 	slices.SortFunc(h.Nodes, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })
 	slices.SortFunc(h.ByPath, func(a, b Link) int { return strings.Compare(a.Path, b.Path) })
 }
-
