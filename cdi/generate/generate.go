@@ -160,6 +160,9 @@ func (g *gen) spec() (*specs.Spec, error) {
 	}
 	var devices []specs.Device
 	for _, d := range g.host.Devices {
+		if d.MIG {
+			return nil, notModelled("GPU %d (%s) in MIG mode", d.Index, d.UUID)
+		}
 		e := g.device(d)
 		for _, strategy := range g.o.NameStrategies {
 			devices = append(devices, specs.Device{Name: deviceName(strategy, d), ContainerEdits: e.containerEdits()})

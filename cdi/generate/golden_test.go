@@ -3,6 +3,7 @@ package generate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -109,4 +111,89 @@ func TestSimulatedMatchesTrees(t *testing.T) {
 func sortHost(h *Host) {
 	slices.SortFunc(h.Nodes, func(a, b Node) int { return strings.Compare(a.Path, b.Path) })
 	slices.SortFunc(h.ByPath, func(a, b Link) int { return strings.Compare(a.Path, b.Path) })
+}
+
+// TestSpecRefusesWhatItDoesNotModel: a GPU in MIG mode, a host without
+// GPUs or a driver version, and a driver the search path does not hold
+// give no spec, each with its kind of error, marked malformed.
+func TestSpecRefusesWhatItDoesNotModel(t *testing.T) {
+	dir := testkit.Testdata(t, "hosts", "nixos-h200")
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := unitArgs(t, dir, "new", "1.20.2")
+	host := treeHost(t, dir)
+	mig := host
+	mig.Devices = slices.Clone(host.Devices)
+	mig.Devices[3].MIG = true
+	none := host
+	none.Devices = nil
+	noVersion := host
+	noVersion.DriverVersion = ""
+	otherDriver := host
+	otherDriver.DriverVersion = "570.86.15"
+	for name, tc := range map[string]struct {
+		host    Host
+		version string
+		args    []string
+		want    error
+	}{
+		"mig":            {mig, "1.20.2", args, ErrNotModelled},
+		"no gpus":        {none, "1.20.2", args, ErrNotModelled},
+		"no driver":      {noVersion, "1.20.2", args, ErrNotModelled},
+		"toolkit 1.18":   {host, "1.18.0", args, ErrNotModelled},
+		"other driver":   {otherDriver, "1.20.2", args, ErrRejected},
+		"1.17 new flags": {host, "1.17.8", unitArgs(t, dir, "new", "1.20.2"), ErrRejected},
+	} {
+		s, err := Spec(root, tc.host, tc.version, tc.args)
+		if !errors.Is(err, tc.want) || !errors.Is(err, fault.ErrMalformed) || s != nil {
+			t.Errorf("%s: Spec = %v, %v; want no spec and an error wrapping %v", name, s, err, tc.want)
+		}
+	}
+}
+
+// TestSpecShapes checks, on nixos-h200 with the simulated host, what the
+// flags change, independently of the real generator: the strategies'
+// names (a repeated strategy adds to the list), --no-all-device, the
+// kind, --disable-hook all and --enable-hook.
+func TestSpecShapes(t *testing.T) {
+	dir := testkit.Testdata(t, "hosts", "nixos-h200")
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := Simulated("dgx-h200", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := unitArgs(t, dir, "index", "1.20.2")
+	names := func(s *specs.Spec) []string {
+		var out []string
+		for _, d := range s.Devices {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	s, err := Spec(root, host, "1.20.2", append(slices.Clone(base), "--device-name-strategy", "type-index", "--no-all-device", "--vendor", "example.com", "--class", "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(s); !slices.Equal(got, []string{"0", "1", "gpu0", "gpu1"}) || s.Kind != "example.com/dev" {
+		t.Errorf("type-index without all: devices %q, kind %s", got, s.Kind)
+	}
+	s, err = Spec(root, host, "1.20.2", append(slices.Clone(base), "--disable-hook", "all"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(s); !slices.Equal(got, []string{"0", "1", "all"}) || len(s.ContainerEdits.Hooks) != 0 || len(s.Devices[0].ContainerEdits.Hooks) != 0 {
+		t.Errorf("--disable-hook all: devices %q, hooks %d", got, len(s.ContainerEdits.Hooks))
+	}
+	s, err = Spec(root, host, "1.20.2", append(slices.Clone(base), "--disable-hook", "all", "--enable-hook", "update-ldcache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.ContainerEdits.Hooks) != 1 || !slices.Contains(s.ContainerEdits.Hooks[0].Args, "update-ldcache") {
+		t.Errorf("--enable-hook update-ldcache after all disabled: hooks %+v", s.ContainerEdits.Hooks)
+	}
 }

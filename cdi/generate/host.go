@@ -22,6 +22,10 @@ type Device struct {
 	// DRM are the names of the GPU's DRM nodes under /dev/dri ("card1",
 	// "renderD128"), as /sys/bus/pci/devices/<PCIBusID>/drm lists them.
 	DRM []string
+	// MIG is true when the GPU is in MIG mode: the generator then writes
+	// its MIG devices instead of the GPU, which the model does not cover
+	// (Spec gives ErrNotModelled).
+	MIG bool
 }
 
 // Node is a device node on the host, as stat(2) reports it.
@@ -94,7 +98,8 @@ func Simulated(name string, count int) (Host, error) {
 		h.Nodes = append(h.Nodes,
 			Node{"/dev/dri/" + card, 226, int64(g.Index + 1), 0o660},
 			Node{"/dev/dri/" + render, 226, int64(128 + g.Index), 0o666})
-		h.Devices = append(h.Devices, Device{Index: g.Index, UUID: g.UUID, PCIBusID: g.PCIBusID, Minor: g.Minor, DRM: []string{card, render}})
+		h.Devices = append(h.Devices, Device{Index: g.Index, UUID: g.UUID, PCIBusID: g.PCIBusID, Minor: g.Minor, DRM: []string{card, render},
+			MIG: g.MIG != nil && g.MIG.Current})
 	}
 	for _, g := range inv.GPUs[:count] {
 		for _, n := range h.Devices[g.Index].DRM {
