@@ -306,7 +306,7 @@ func parseArgs(tk Toolkit, args []string) (Options, error) {
 		return o, notModelled("no --nvidia-cdi-hook-path (the generator would look nvidia-cdi-hook up on its own PATH)")
 	}
 	if len(o.LibrarySearchPaths) == 0 {
-		return o, notModelled("no --library-search-path (the generator would read the host's ld.so.cache, which NixOS has none of)")
+		return o, notModelled("no --library-search-path (the generator would search the FHS library directories and the ld.so.cache, which a NixOS host does not use)")
 	}
 	return o, nil
 }

@@ -12,9 +12,10 @@
 // internal/discover: graphics.go, symlinks.go, ldconfig.go, hooks.go,
 // char_devices.go; pkg/nvcdi/workarounds-device-folder-permissions.go;
 // cmd/nvidia-ctk/cdi/generate/generate.go for the flags), for the shape of
-// a NixOS host: no ld.so.cache, the driver libraries found only through
-// --library-search-path, the graphics manifests outside the generator's
-// /etc and /usr/share search paths. What it leaves out it refuses
+// a NixOS host: the driver libraries found through
+// --library-search-path (given it, the generator searches only those
+// directories: pkg/lookup/library.go), the graphics manifests outside the
+// generator's /etc and /usr/share search paths. What it leaves out it refuses
 // (ErrNotModelled) rather than guess; docs/generator.md lists both, and
 // TestAgainstRealGenerator compares it with the real nvidia-ctk on every
 // NixOS host tree under testdata/hosts.
