@@ -323,6 +323,9 @@ func (g *gen) common() (edits, error) {
 			e.nodes = append(e.nodes, n)
 		}
 	}
+	if err := g.noGraphicsConfigs(); err != nil {
+		return e, err
+	}
 	dirs, err := g.libraryDirs()
 	if err != nil {
 		return e, err
@@ -414,6 +417,43 @@ func (g *gen) common() (edits, error) {
 	slices.SortStableFunc(e.mounts, func(a, b *specs.Mount) int { return strings.Compare(a.HostPath, b.HostPath) })
 	e.mounts = slices.CompactFunc(e.mounts, func(a, b *specs.Mount) bool { return a.HostPath == b.HostPath && a.ContainerPath == b.ContainerPath })
 	return e, nil
+}
+
+// graphicsConfigs are the driver's configuration files the generator
+// mounts when it finds them under /etc, /usr/local/share or /usr/share
+// (internal/discover/graphics.go: newGraphicsConfigsDiscoverer,
+// newVulkanConfigsDiscover). A NixOS host keeps them in the driver package
+// and /run/opengl-driver, where the generator does not look; the model
+// covers only that case.
+var graphicsConfigs = []string{
+	"glvnd/egl_vendor.d/10_nvidia.json",
+	"egl/egl_external_platform.d/15_nvidia_gbm.json",
+	"egl/egl_external_platform.d/10_nvidia_wayland.json",
+	"egl/egl_external_platform.d/09_nvidia_wayland2.json",
+	"egl/egl_external_platform.d/20_nvidia_xcb.json",
+	"egl/egl_external_platform.d/20_nvidia_xlib.json",
+	"nvidia/nvoptix.bin",
+	"X11/xorg.conf.d/10-nvidia.conf",
+	"X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+	"OpenCL/vendors/nvidia.icd",
+	"vulkan/icd.d/nvidia_icd.json",
+	"vulkan/icd.d/nvidia_icd.x86_64.json",
+	"vulkan/icd.d/nvidia_icd.aarch64.json",
+	"vulkan/icd.d/nvidia_layers.json",
+	"vulkan/implicit_layer.d/nvidia_layers.json",
+}
+
+// noGraphicsConfigs refuses a host that has one of graphicsConfigs where
+// the generator looks (ErrNotModelled).
+func (g *gen) noGraphicsConfigs() error {
+	for _, dir := range []string{"/etc", "/usr/local/share", "/usr/share"} {
+		for _, c := range graphicsConfigs {
+			if p := path.Join(dir, c); g.root.Exists(p) {
+				return notModelled("%s (driver configuration where the generator looks for it; a NixOS host has none)", p)
+			}
+		}
+	}
+	return nil
 }
 
 // libraryDirs are the directories of the lib*.so.<version> files the

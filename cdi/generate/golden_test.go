@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -195,5 +196,30 @@ func TestSpecShapes(t *testing.T) {
 	}
 	if len(s.ContainerEdits.Hooks) != 1 || !slices.Contains(s.ContainerEdits.Hooks[0].Args, "update-ldcache") {
 		t.Errorf("--enable-hook update-ldcache after all disabled: hooks %+v", s.ContainerEdits.Hooks)
+	}
+}
+
+// TestSpecRefusesFHSConfigs: a host with the driver's EGL vendor file
+// under /usr/share (an FHS install, not NixOS) is not modelled.
+func TestSpecRefusesFHSConfigs(t *testing.T) {
+	dir := testkit.Testdata(t, "hosts", "nixos-h200")
+	tmp := t.TempDir()
+	if out, err := exec.Command("cp", "-a", dir+"/.", tmp).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p := filepath.Join(tmp, "usr/share/glvnd/egl_vendor.d/10_nvidia.json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(`{"ICD":{"library_path":"libEGL_nvidia.so.0"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := hostfs.New(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Spec(root, treeHost(t, tmp), "1.20.2", unitArgs(t, tmp, "new", "1.20.2"))
+	if !errors.Is(err, ErrNotModelled) || !strings.Contains(err.Error(), "/usr/share/glvnd/egl_vendor.d/10_nvidia.json") {
+		t.Fatalf("Spec = %v, want ErrNotModelled naming the file", err)
 	}
 }
