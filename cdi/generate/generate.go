@@ -444,8 +444,17 @@ var graphicsConfigs = []string{
 }
 
 // noGraphicsConfigs refuses a host that has one of graphicsConfigs where
-// the generator looks (ErrNotModelled).
+// the generator looks, or an IPC socket (ErrNotModelled).
 func (g *gen) noGraphicsConfigs() error {
+	// The IPC sockets and the MPS directory a running node may have
+	// (internal/discover/ipc.go) exist only at run time; the model covers
+	// a host without them.
+	for _, p := range []string{"/run/nvidia-persistenced/socket", "/var/run/nvidia-persistenced/socket",
+		"/run/nvidia-fabricmanager/socket", "/var/run/nvidia-fabricmanager/socket", "/tmp/nvidia-mps"} {
+		if _, err := g.root.Lstat(p); err == nil {
+			return notModelled("%s (a running daemon's socket, which the generator would mount)", p)
+		}
+	}
 	for _, dir := range []string{"/etc", "/usr/local/share", "/usr/share"} {
 		for _, c := range graphicsConfigs {
 			if p := path.Join(dir, c); g.root.Exists(p) {

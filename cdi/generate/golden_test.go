@@ -199,13 +199,32 @@ func TestSpecShapes(t *testing.T) {
 	}
 }
 
-// TestSpecRefusesFHSConfigs: a host with the driver's EGL vendor file
-// under /usr/share (an FHS install, not NixOS) is not modelled.
+// TestSpecRefusesFHSConfigs: a host with nvidia-persistenced's socket, or
+// with the driver's EGL vendor file under /usr/share (an FHS install, not
+// NixOS), is not modelled.
 func TestSpecRefusesFHSConfigs(t *testing.T) {
 	dir := testkit.Testdata(t, "hosts", "nixos-h200")
 	tmp := t.TempDir()
 	if out, err := exec.Command("cp", "-a", dir+"/.", tmp).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	persistenced := filepath.Join(tmp, "run/nvidia-persistenced/socket")
+	if err := os.MkdirAll(filepath.Dir(persistenced), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(persistenced, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, err := hostfs.New(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Spec(host, treeHost(t, tmp), "1.20.2", unitArgs(t, tmp, "new", "1.20.2"))
+	if !errors.Is(err, ErrNotModelled) || !strings.Contains(err.Error(), "/run/nvidia-persistenced/socket") {
+		t.Fatalf("Spec = %v, want ErrNotModelled naming the socket", err)
+	}
+	if err := os.Remove(persistenced); err != nil {
+		t.Fatal(err)
 	}
 	p := filepath.Join(tmp, "usr/share/glvnd/egl_vendor.d/10_nvidia.json")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
