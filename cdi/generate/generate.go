@@ -20,10 +20,13 @@ import (
 // files are under root and whose GPUs and device nodes are host: the spec
 // as the generator prints it, before anything (NixOS's module, nodeprep)
 // adds to it. Errors: ParseToolkit's and ParseArgs's (ErrNotModelled,
-// ErrRejected), a host the model does not cover (MIG, no GPU: ErrNotModelled),
-// and what the generator itself fails on, no versioned driver library in
-// the search path (ErrRejected, naming the directories); all are marked
-// fault.Malformed. Reading the tree only reads: nothing is written.
+// ErrRejected); a host the model does not cover (ErrNotModelled: a GPU in
+// MIG mode, no GPU, no driver version, the driver's graphics configuration
+// under /etc or /usr/share, a running daemon's IPC socket); what the
+// generator itself fails on, no versioned driver library in the search
+// path (ErrRejected, naming the directories) — these are marked
+// fault.Malformed —, and an error reading the tree, wrapped as it is.
+// Reading the tree only reads: nothing is written.
 func Spec(root *hostfs.Root, host Host, toolkitVersion string, args []string) (*specs.Spec, error) {
 	tk, err := ParseToolkit(toolkitVersion)
 	if err != nil {
@@ -39,10 +42,11 @@ func Spec(root *hostfs.Root, host Host, toolkitVersion string, args []string) (*
 	g := &gen{root: root, host: host, tk: tk, o: o, ver: host.DriverVersion}
 	s, err := g.spec()
 	if err != nil {
-		if !errors.Is(err, ErrNotModelled) && !errors.Is(err, ErrRejected) {
-			err = fmt.Errorf("%w: %w", ErrRejected, err)
+		err = fmt.Errorf("predicting nvidia-ctk %s cdi generate under %s: %w", toolkitVersion, root.Dir(), err)
+		if errors.Is(err, ErrNotModelled) || errors.Is(err, ErrRejected) {
+			err = fault.Malformed(err)
 		}
-		return nil, fault.Malformed(fmt.Errorf("predicting nvidia-ctk %s cdi generate under %s: %w", toolkitVersion, root.Dir(), err))
+		return nil, err
 	}
 	return s, nil
 }
@@ -53,10 +57,6 @@ type gen struct {
 	tk   Toolkit
 	o    Options
 	ver  string
-	// libDirs are the directories holding lib*.so.<version>: the
-	// generator's "driver library directories" (NVIDIA_CTK_LIBCUDA_DIR,
-	// the xorg search paths, the versioned library search).
-	libDirs []string
 }
 
 // hook builds a hook as the toolkit's hook creator does
@@ -330,7 +330,6 @@ func (g *gen) common() (edits, error) {
 	if err != nil {
 		return e, err
 	}
-	g.libDirs = dirs
 	opts := []string{"ro", "nosuid", "nodev", "bind"}
 	if g.tk == V120 {
 		opts = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
