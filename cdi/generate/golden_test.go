@@ -101,8 +101,8 @@ func TestSimulatedMatchesTrees(t *testing.T) {
 			t.Errorf("Simulated(dgx-h200, %d) = %+v\nwant (testdata/hosts/%s) %+v", n, got, tree, want)
 		}
 	}
-	if _, err := Simulated("dgx-h200", 9); err == nil {
-		t.Error("Simulated(dgx-h200, 9) gave no error")
+	if _, err := Simulated("dgx-h200", 9); !errors.Is(err, fault.ErrUsage) {
+		t.Errorf("Simulated(dgx-h200, 9) = %v, want a usage error", err)
 	}
 	if _, err := Simulated("dgx-z9", 0); err == nil {
 		t.Error("Simulated(dgx-z9) gave no error")

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"path"
 
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
@@ -70,15 +71,15 @@ func (h *Host) node(p string) (Node, bool) {
 // major is dynamic, 508 where nothing else took it), each GPU's DRM
 // card<index+1> (226, 0660) and renderD<128+index> (226, 0666) with
 // their by-path links. These are the nodes scripts/gen-testhosts.sh gives
-// the NixOS host trees. Errors are gpu.Simulate's, or count out of range
-// (marked as gpu.Simulated marks an unknown name).
+// the NixOS host trees. Errors are gpu.Simulate's (an unknown name is
+// marked fault.ErrUsage), or count out of range, marked the same way.
 func Simulated(name string, count int) (Host, error) {
 	inv, err := gpu.Simulate(name)
 	if err != nil {
 		return Host{}, err
 	}
 	if count < 0 || count > len(inv.GPUs) {
-		return Host{}, fmt.Errorf("simulated server %s has %d GPUs, not %d", name, len(inv.GPUs), count)
+		return Host{}, fault.Usage(fmt.Errorf("simulated server %s has %d GPUs, not %d", name, len(inv.GPUs), count))
 	}
 	if count == 0 {
 		count = len(inv.GPUs)
