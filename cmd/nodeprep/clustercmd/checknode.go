@@ -103,10 +103,9 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		gen = func(*hostfs.Root, *gpu.Inventory, []string) ([]byte, error) { return spec, nil }
 	}
 	if gen == nil {
-		gen = func(*hostfs.Root, *gpu.Inventory, []string) ([]byte, error) {
-			return nil, fault.Unavailable(errors.New("this nodeprep cannot synthesise the spec the toolkit's generator writes: pass --spec-file FILE"))
-		}
+		gen = fleet.Generator(facts)
 	}
+
 	dir, err := os.MkdirTemp("", "nodeprep-check-node-")
 	if err != nil {
 		return fault.CantWrite(fmt.Errorf("the host tree: %w", err))

@@ -14,14 +14,17 @@ var fleetCorpus = filepath.Join("..", "..", "..", "testdata", "fleet")
 
 // checkNodeArgs are check-node's arguments for a case of testdata/fleet:
 // its facts, its manifests, the nixos-h200 spec in place of the
-// synthesised one, and the test stores.
+// synthesised one (but for the case generated), and the test stores.
 func checkNodeArgs(dir string, extra ...string) []string {
 	hosts := filepath.Join("..", "..", "..", "testdata", "hosts")
-	args := []string{"cluster", "check-node", "--facts", filepath.Join(dir, "facts.json"),
-		"--spec-file", filepath.Join(hosts, "nixos-h200", "run", "cdi", "nvidia-container-toolkit.json"),
+	args := []string{"cluster", "check-node", "--facts", filepath.Join(dir, "facts.json")}
+	if filepath.Base(dir) != "generated" { // it judges the spec cdi/generate predicts
+		args = append(args, "--spec-file", filepath.Join(hosts, "nixos-h200", "run", "cdi", "nvidia-container-toolkit.json"))
+	}
+	args = append(args,
 		"--store-root", filepath.Join(fleetCorpus, "store"),
 		"--store-root", filepath.Join(hosts, "nixos-h200"),
-		"--store-root", filepath.Join(hosts, "nvruntime-nixos-117")}
+		"--store-root", filepath.Join(hosts, "nvruntime-nixos-117"))
 	if _, err := os.Stat(filepath.Join(dir, "manifests")); err == nil {
 		args = append(args, "--manifests", filepath.Join(dir, "manifests"))
 	}
@@ -40,6 +43,7 @@ func TestCheckNode(t *testing.T) {
 		says string // in the output
 	}{
 		"good":             {0, "ok: the node would be ready"},
+		"generated":        {0, "nvidia-container-toolkit.json patched in memory (11 changes) and checked"},
 		"missing-library":  {1, "unresolved-library: vulkan-icd /run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json names /nix/store/0m1n2p3q4r5s6a7b8c9d0f1g2h3j4k5l-nvidia-x11-550.54.15-6.6.30/lib/libGLX_nvidia.so.0"},
 		"template-cdi-off": {1, "containerd-cdi-disabled: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl: enable_cdi = false"},
 		"taint-refused":    {1, `taint "dedicated=gpu:NoSchedul": effect "NoSchedul" is not one of`},
