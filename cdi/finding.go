@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 )
 
 // Severity of a Finding.
@@ -66,6 +67,10 @@ type Finding struct {
 	// nothing while an error it does not fix remains in the spec or the
 	// view, so such a finding goes once those errors are fixed.
 	FixedByPatch bool `json:"fixedByPatch,omitempty" yaml:"fixedByPatch,omitempty"`
+	// Omitted is set on the one finding that stands for the findings of
+	// its code that Capped left out: how many there were (its Message
+	// says so too). 0 on every other finding.
+	Omitted int `json:"omitted,omitempty" yaml:"omitted,omitempty"`
 }
 
 // String is the finding as `cdi check` prints it: "severity  code  message".
@@ -93,15 +98,124 @@ func (fs Findings) MarshalJSON() ([]byte, error) {
 	return json.Marshal([]Finding(fs))
 }
 
-// Errors counts the findings of severity error.
+// Errors counts the findings of severity error, those Capped left out
+// included (a finding with Omitted set counts as that many).
 func (fs Findings) Errors() int {
 	n := 0
 	for _, f := range fs {
 		if f.Severity == SeverityError {
-			n++
+			n += f.weight()
 		}
 	}
 	return n
+}
+
+// Total counts the findings, those Capped left out included.
+func (fs Findings) Total() int {
+	n := 0
+	for _, f := range fs {
+		n += f.weight()
+	}
+	return n
+}
+
+// weight is how many findings f stands for: Omitted for the finding
+// that stands for those Capped left out, else 1.
+func (f Finding) weight() int {
+	if f.Omitted > 0 {
+		return f.Omitted
+	}
+	return 1
+}
+
+// MaxPerCode is how many findings of one code a CDI view keeps in full
+// (Capped): a directory of 36,000 junk *.json files gave 36,000
+// invalid-spec findings, 17.6 MB in the status file, more than the
+// status file's readers read (bounded.MaxStatus).
+const MaxPerCode = 20
+
+// omittedNouns say, per code, what a finding of the code is about, for
+// the finding that counts those Capped left out; a code not here is
+// "<code> findings".
+var omittedNouns = map[string]string{
+	CodeInvalidSpec:      "spec files the CDI library refuses (the runtime skips each)",
+	CodeConflictingSpecs: "pairs of spec files that declare the same devices",
+	CodeShadowedDevice:   "specs with a device a later CDI directory shadows",
+	CodeUnpatchableSpec:  "specs nodeprep cannot patch",
+	CodeSpecName:         "spec files runtimes do not load",
+	CodePluginSpec:       "device plugin specs",
+}
+
+// Capped returns fs with at most max findings of each code in full, in
+// their order; the others of a code are replaced by one finding of that
+// code and severity (two when both severities are left out), where the
+// first of them was, whose Omitted counts them and whose Message says how
+// many there were ("and 35,980 more spec files the CDI library refuses
+// …"). A finding that already stands for left-out findings (Omitted set)
+// is folded into the new one, so capping a capped list, or a list merged
+// from capped ones, leaves one such finding per code and severity with
+// the sum. Errors and Total are the same before and after. fs is not
+// modified; with no code over max the result is fs itself.
+func (fs Findings) Capped(max int) Findings {
+	kept := map[string]int{}
+	over := false
+	for _, f := range fs {
+		if f.Omitted > 0 {
+			over = true
+			continue
+		}
+		kept[f.Code]++
+		if kept[f.Code] > max {
+			over = true
+		}
+	}
+	if !over {
+		return fs
+	}
+	clear(kept)
+	type kind struct {
+		code     string
+		severity Severity
+	}
+	at := map[kind]int{} // the index in out of a kind's count
+	out := make(Findings, 0, min(len(fs), max*8))
+	for _, f := range fs {
+		if f.Omitted == 0 && kept[f.Code] < max {
+			kept[f.Code]++
+			out = append(out, f)
+			continue
+		}
+		k := kind{f.Code, f.Severity}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, Finding{Severity: f.Severity, Code: f.Code})
+		}
+		out[i].Omitted += f.weight()
+	}
+	for _, i := range at {
+		f := &out[i]
+		noun, ok := omittedNouns[f.Code]
+		if !ok {
+			noun = f.Code + " findings"
+		}
+		f.Message = fmt.Sprintf("and %s more %s, not listed: a list keeps the first %d of a kind", thousands(f.Omitted), noun, max)
+	}
+	return out
+}
+
+// thousands writes n with a comma between each group of three digits:
+// 35,980.
+func thousands(n int) string {
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // sorted returns the findings errors first, then by code; within a code

@@ -88,7 +88,12 @@ type Report struct {
 	PeakRSSMiB  float64 `json:"peakRSSMiB" yaml:"peakRSSMiB"`
 	StatusFile  string  `json:"statusFile" yaml:"statusFile"`                       // host path of the status file
 	MetricsFile string  `json:"metricsFile,omitempty" yaml:"metricsFile,omitempty"` // host path of the metrics file, if any
-	stageErr    error   // the error of the stage that stopped the run
+	// Trimmed is set in a status file written trimmed, and says what was
+	// left out: the report was over what the file's readers read
+	// (bounded.MaxStatus), so the stages' detailed results, the stage
+	// reasons past the first 20 and the long texts are not kept.
+	Trimmed  string `json:"trimmed,omitempty" yaml:"trimmed,omitempty"`
+	stageErr error  // the error of the stage that stopped the run
 }
 
 // Err is nil for a ready node; otherwise the stopping stage's error, whose

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -76,6 +77,9 @@ type statusFiles struct {
 	status  string
 	metrics string
 	now     func() time.Time
+	// limit is the largest status file written, in bytes; 0 is
+	// bounded.MaxStatus, what ReadStatus reads (tests set less).
+	limit int64
 }
 
 // write writes the status file, then the metrics file when set, each
@@ -118,15 +122,111 @@ func notReady(r *Report, err error) bool {
 	return true
 }
 
+// writeStatus writes r to the status file, never more than its readers
+// read (ReadStatus: bounded.MaxStatus), so that what `up` writes `health`
+// can read: a report over that is written trimmed (trimmedStatus), and
+// one still over it is refused (fault.ErrCantWrite) and the old status
+// file removed, so that no reader takes an older verdict for this one.
 func (f statusFiles) writeStatus(r *Report) error {
 	if f.status == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(r, "", "  ")
+	limit := f.limit
+	if limit == 0 {
+		limit = bounded.MaxStatus
+	}
+	data, err := encodeStatus(r)
 	if err != nil {
 		return fmt.Errorf("encoding status %q: %w", f.status, err)
 	}
-	return f.host.WriteFile(f.status, append(data, '\n'), hostfs.WriteOptions{Mode: 0o644, MkdirAll: true})
+	if size := int64(len(data)); size > limit {
+		data, err = encodeStatus(trimmedStatus(r, size, limit))
+		if err != nil {
+			return fmt.Errorf("encoding status %q: %w", f.status, err)
+		}
+		if int64(len(data)) > limit {
+			err := fmt.Errorf("writing status %q: the report takes %d bytes, %d trimmed, over the %d its readers read (bounded.MaxStatus)", f.status, size, len(data), limit)
+			if rerr := f.host.RemoveFile(f.status); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("the old status file is left: %w", rerr))
+			}
+			return fault.CantWrite(err)
+		}
+	}
+	return f.host.WriteFile(f.status, data, hostfs.WriteOptions{Mode: 0o644, MkdirAll: true})
+}
+
+// encodeStatus is the status file's bytes for r: indented JSON and a
+// newline.
+func encodeStatus(r *Report) ([]byte, error) {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// What trimmedStatus keeps of a report too large for the status file.
+const (
+	trimReasons   = 20      // reasons per stage
+	trimText      = 4 << 10 // bytes of any one verdict, summary or reason
+	trimFilePaths = 100     // entries of FilesChanged
+)
+
+// trimmedStatus is r as the status file keeps it when r encodes to size
+// bytes, over limit: the verdict and everything health and a re-patch
+// read back (ExpectedGPUs, the boot verdict, Ready, the inventory, each
+// stage's name and status), each stage's summary and first trimReasons
+// reasons (and one more saying how many were left out) and the first
+// trimFilePaths files changed, each cut to trimText bytes; the stages'
+// detailed results (CDI, Selftest, Container, Join) are left out.
+// Trimmed says what was left out. r is not changed.
+func trimmedStatus(r *Report, size, limit int64) *Report {
+	t := *r
+	t.CDI, t.Selftest, t.Container, t.Join = nil, nil, nil, nil
+	t.Verdict = cut(t.Verdict)
+	t.BootVerdict = cut(t.BootVerdict)
+	left := []string{"the cdi, selftest, container and join results"}
+	t.Stages = make([]StageResult, len(r.Stages))
+	reasons := 0
+	for i, s := range r.Stages {
+		s.Summary = cut(s.Summary)
+		n := len(s.Reasons)
+		s.Reasons = slices.Clone(s.Reasons[:min(n, trimReasons)])
+		for j := range s.Reasons {
+			s.Reasons[j] = cut(s.Reasons[j])
+		}
+		if n > trimReasons {
+			s.Reasons = append(s.Reasons, fmt.Sprintf("and %d more reasons, not kept in the status file", n-trimReasons))
+			reasons += n - trimReasons
+		}
+		t.Stages[i] = s
+	}
+	if reasons > 0 {
+		left = append(left, fmt.Sprintf("%d stage reasons past the first %d of a stage", reasons, trimReasons))
+	}
+	n := len(r.FilesChanged)
+	t.FilesChanged = slices.Clone(r.FilesChanged[:min(n, trimFilePaths)])
+	for i := range t.FilesChanged {
+		t.FilesChanged[i] = cut(t.FilesChanged[i])
+	}
+	if n > trimFilePaths {
+		left = append(left, fmt.Sprintf("%d files changed past the first %d", n-trimFilePaths, trimFilePaths))
+	}
+	t.Trimmed = fmt.Sprintf("the report took %d bytes, over the %d the status file's readers read: left out %s (the command's -o json output has them)", size, limit, strings.Join(left, ", "))
+	return &t
+}
+
+// cut is s, or its first trimText bytes (at a character boundary) and
+// "…" when it is longer.
+func cut(s string) string {
+	if len(s) <= trimText {
+		return s
+	}
+	i := trimText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 func (f statusFiles) writeMetrics(r *Report) error {

@@ -221,7 +221,7 @@ func (v *View) merge(named *cdi.CheckResult, related []*cdi.CheckResult, opts cd
 		named.Related = append(named.Related, rel)
 		all = append(all, relatedFindings(rel.Spec, rel.Findings)...)
 	}
-	named.Findings = all.Sorted()
+	named.Findings = all.Sorted().Capped(cdi.MaxPerCode)
 	named.Skipped = v.skipped()
 	return named
 }
@@ -451,7 +451,7 @@ func (v *View) PlanPatch(host *hostfs.Root, opts cdi.FileOptions) (*PatchPlan, e
 		res.Changed = res.Changed || rel.Result.Changed
 		all = append(all, relatedFindings(s.Path, rel.Result.Findings)...)
 	}
-	res.Findings = all.Sorted()
+	res.Findings = all.Sorted().Capped(cdi.MaxPerCode)
 	res.Skipped = v.skipped()
 	p.Result = res
 	return p, nil

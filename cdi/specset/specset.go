@@ -178,7 +178,8 @@ type View struct {
 	Specs []Spec `json:"specs" yaml:"specs"`
 	// Findings are the view's own problems: conflicting copies, specs the
 	// library refuses, unpatchable specs a pod would get, a named spec the
-	// runtime does not read.
+	// runtime does not read; at most cdi.MaxPerCode of a code in full, the
+	// rest counted in one finding (cdi.Findings.Capped).
 	Findings cdi.Findings `json:"findings" yaml:"findings"`
 
 	// loaded are the specs parsed and validated, by host path.
@@ -396,7 +397,10 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		delete(winner, q)
 	}
 	v.Findings = append(v.Findings, conflictFindings(conflicts)...)
-	for hp, err := range v.refused {
+	// In path order, so that the findings kept in full (Capped) are the
+	// same from run to run.
+	for _, hp := range slices.Sorted(maps.Keys(v.refused)) {
+		err := v.refused[hp]
 		if hp == named {
 			continue // the named spec's own checks report it
 		}
@@ -463,6 +467,9 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 		v.Findings = append(v.Findings, cdi.Finding{Severity: cdi.SeverityError, Code: cdi.CodeUnpatchableSpec,
 			Message: fmt.Sprintf("pods asking for %s=%s get %s, which nodeprep cannot patch: %s (generate it into a writable CDI directory, e.g. /var/run/cdi)", s.Kind, s.served[0], s.Path, s.Unpatchable)})
 	}
+	// One finding per file: however many files a directory holds, the
+	// view says the first of each kind and counts the rest.
+	v.Findings = v.Findings.Capped(cdi.MaxPerCode)
 	return v, nil
 }
 

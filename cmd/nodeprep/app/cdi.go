@@ -369,7 +369,7 @@ func (o *cdiCheckOptions) run(g *globals, cmd *cobra.Command) error {
 		}
 		verdict := "ok"
 		if len(res.Findings) > 0 {
-			verdict = fmt.Sprintf("%s, %s", count(errs, "error"), count(len(res.Findings)-errs, "warning"))
+			verdict = fmt.Sprintf("%s, %s", count(errs, "error"), count(res.Findings.Total()-errs, "warning"))
 		}
 		// The count covers every GPU spec judged: say so when there are
 		// others (their findings start with their path).

@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -96,6 +98,16 @@ func reportNode(ctx context.Context, g *globals, o *nodeReportFlags, rep *nodepr
 		"--kubeconfig", kubeconfig, fmt.Sprintf("--ready=%t", ready), "--failed-stage="+stage,
 		"--message", rep.Verdict, "--timeout", timeout.String())...)
 	cmd.Env = append(os.Environ(), clusterExecEnv+"="+exe)
+	// The child dies with nodeprep: a SIGTERM cancels ctx, which kills it,
+	// but a SIGKILL (timeout -k, systemd's last resort, the OOM killer)
+	// gives nodeprep no chance to, and the report would go on, holding a
+	// connection, up to its own timeout after nodeprep's run ended.
+	// Linux sends it when the thread that forked the child ends
+	// (prctl(2), PR_SET_PDEATHSIG): this goroutine keeps its thread until
+	// the child is waited for.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
