@@ -1,7 +1,6 @@
 package containerd
 
 import (
-	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -164,16 +163,4 @@ func addPredicted(c *Config, p Prediction) {
 		}
 	}
 	sortRuntimes(c.Runtimes)
-}
-
-// describe says, for a debug note, what a prediction found.
-func (p Prediction) describe() string {
-	if len(p.Runtimes) == 0 {
-		return "no NVIDIA runtime in " + strings.Join(p.Looked, ", ")
-	}
-	var s []string
-	for _, rt := range p.Runtimes {
-		s = append(s, fmt.Sprintf("%s=%s", rt.Name, rt.BinaryName))
-	}
-	return strings.Join(s, ", ")
 }
