@@ -270,7 +270,7 @@ func Load(root *hostfs.Root, opts Options) (*Config, string, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && opts.UnitPath != nil:
 		pred := PredictRuntimes(root, opts.UnitPath, opts.K3sVersion)
-		c := predicted(opts.DataDir, pred)
+		c := predicted(opts.DataDir, pred, opts.ContainerdVersion)
 		c.Prediction = &pred
 		return c, tmpl, nil
 	case errors.Is(err, fs.ErrNotExist):

@@ -145,9 +145,17 @@ func noHandler(p Prediction, dataDir string) cdi.Finding {
 // predicted is the config k3s would render from its base template with
 // the handlers of p and no template of the user's: its CDI settings are
 // k3s's defaults, which nodeprep does not know, so only its handlers and
-// spec directories are judged.
-func predicted(dataDir string, p Prediction) *Config {
-	return &Config{Path: ConfigPath(dataDir) + " (predicted)", Version: 2, Predicted: true, Runtimes: p.Runtimes}
+// spec directories are judged. Its version is the one k3s's base template
+// writes for the containerd it ships: 3 for containerd 2.x (k3s PR #11626,
+// "Update to containerd v2.0": config version 3 by default, from k3s
+// v1.32.2 and v1.31.6), 2 for containerd 1.x; a containerd version that
+// is unknown ("") is taken to be a current k3s's, 2.x.
+func predicted(dataDir string, p Prediction, containerdVersion string) *Config {
+	version := int64(3)
+	if strings.HasPrefix(strings.TrimPrefix(containerdVersion, "v"), "1.") {
+		version = 2
+	}
+	return &Config{Path: ConfigPath(dataDir) + " (predicted)", Version: version, Predicted: true, Runtimes: p.Runtimes}
 }
 
 // addPredicted adds to c, read from a template built on k3s's base

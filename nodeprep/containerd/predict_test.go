@@ -110,3 +110,21 @@ func TestPredictFirstBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestPredictedVersion: the predicted config has the version k3s's base
+// template writes for the containerd it ships (k3s PR #11626): 3 for
+// containerd 2.x and for a containerd nodeprep does not know (a current
+// k3s), 2 for containerd 1.7.
+func TestPredictedVersion(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		containerd string
+		want       int64
+	}{
+		{"2.0.5", 3}, {"v2.1.4-k3s1", 3}, {"", 3}, {"1.7.23", 2}, {"v1.7.23-k3s2", 2},
+	} {
+		if got := predicted("/var/lib/rancher/k3s", Prediction{}, tt.containerd).Version; got != tt.want {
+			t.Errorf("containerd %q: version %d, want %d", tt.containerd, got, tt.want)
+		}
+	}
+}

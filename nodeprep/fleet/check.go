@@ -193,9 +193,9 @@ func (r *Report) add(res Result) {
 }
 
 // ContainerdOf is the containerd version the k3s of version v ships, as
-// far as it matters to nodeprep (CDI's default): 2.0 from v1.32.2 and
-// v1.31.6 (k3s release notes: containerd 2.0 replaced 1.7 in the
-// February 2025 releases), 1.7 before; "" for a version that does not
+// far as it matters to nodeprep (CDI's default, the config version): 2.0
+// from v1.32.2 and v1.31.6 (k3s PR #11626, "Update to containerd v2.0",
+// released in February 2025 and backported to 1.31), 1.7 before; "" for a version that does not
 // parse (then the config's version decides).
 func ContainerdOf(v string) string {
 	v = strings.TrimPrefix(v, "v")
