@@ -8,8 +8,10 @@ import (
 	"io"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -111,8 +113,10 @@ type DriverFact struct {
 // (an unknown field is refused, naming it, so that facts from a newer
 // NixOS side fail loudly on an older nodeprep). It checks what Assemble
 // relies on: the schema, a printable name, absolute clean paths, drop-in
-// and manifest names that are plain file names, a known role and
-// simulated server. Errors are marked fault.ErrMalformed.
+// and manifest names that are plain file names, a driver package in the
+// store, versions that look like versions, files that do not take the
+// place of the tree's own paths ("/", /var/run, /run/opengl-driver), a
+// known role and simulated server. Errors are marked fault.ErrMalformed.
 func ParseFacts(name string, data []byte) (*Facts, error) {
 	bad := func(format string, args ...any) error {
 		return fault.Malformed(fmt.Errorf("reading facts %q: %s", name, fmt.Sprintf(format, args...)))
@@ -170,6 +174,39 @@ func (f *Facts) validate() error {
 			return fmt.Errorf("%s %q: %w", k, p, err)
 		}
 	}
+	if p := f.Driver.Package; p != "" && !IsStorePath(p) {
+		return fmt.Errorf("driver.package %q: want hardware.nvidia.package's store path, under %s/", p, StoreDir)
+	}
+	for _, v := range []struct{ field, value string }{
+		{"k3s.version", f.K3s.Version}, {"toolkit.version", f.Toolkit.Version}, {"driver.version", f.Driver.Version},
+	} {
+		if v.value != "" && !versionRE().MatchString(v.value) {
+			return fmt.Errorf("%s %q: want the package's version, as nixpkgs' version attribute gives it (1.33.4+k3s1, 580.95.05)", v.field, v.value)
+		}
+	}
+	// The files the facts place in the tree may not take the place of a
+	// directory, or of a path the tree has for itself.
+	written := map[string]string{}
+	if f.K3s.ConfigPath != nil {
+		written["k3s.configPath"] = *f.K3s.ConfigPath
+	}
+	if p := KubeletConfigPath(f.K3s.Args); p != "" && f.K3s.KubeletConfig != nil {
+		written["k3s.args' --kubelet-arg=config="] = p
+	}
+	for _, k := range slices.Sorted(maps.Keys(written)) {
+		p := written[k]
+		if p == "/" {
+			return fmt.Errorf("%s %q: the root directory, not a file", k, p)
+		}
+		for _, own := range []string{ConfigPath, RuntimeConfigPath, DriverRoot, "/var/run/cdi", "/run/cdi"} {
+			if p == own || strings.HasPrefix(own, p+"/") {
+				return fmt.Errorf("%s %q: the tree has %s there (want the file's own path)", k, p, own)
+			}
+		}
+		if strings.HasPrefix(p, DriverRoot+"/") {
+			return fmt.Errorf("%s %q: under %s, which is the driver package", k, p, DriverRoot)
+		}
+	}
 	for what, m := range map[string]map[string]string{"k3s.dropIns": f.K3s.DropIns, "k3s.autoDeployManifests": f.K3s.AutoDeployManifests} {
 		for n := range m {
 			if n == "" || n == "." || n == ".." || strings.ContainsAny(n, "/\x00") {
@@ -179,6 +216,22 @@ func (f *Facts) validate() error {
 	}
 	return nil
 }
+
+// StoreDir is the Nix store: every path Assemble reads is under it.
+const StoreDir = "/nix/store"
+
+// IsStorePath says whether p (absolute, clean) is a store path or a path
+// inside one: /nix/store/<hash>-<name>[/…].
+func IsStorePath(p string) bool {
+	rest, ok := strings.CutPrefix(p, StoreDir+"/")
+	return ok && rest != "" && !strings.HasPrefix(rest, ".")
+}
+
+// versionRE matches a package version as nixpkgs' version attributes
+// give them: dotted numbers, then an optional suffix (+k3s1, -rc1).
+var versionRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)+([-+~][0-9A-Za-z.+~-]*)?$`)
+})
 
 // checkPath refuses a path that is not absolute and clean, or that holds
 // a NUL.

@@ -53,6 +53,17 @@ func TestParseFactsRefuses(t *testing.T) {
 		{"wrong type", `"enable": true`, `"enable": "yes"`, "toolkit.enable"},
 		{"trailing data", "}\n", "}\n{}", "data after"},
 		{"not JSON", "{", "[", "invalid character"},
+		{"package outside the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/dev/zero"`, "driver.package"},
+		{"package is the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/nix/store"`, "driver.package"},
+		{"k3s version", `"version": "1.33.4+k3s1"`, `"version": "latest; rm -rf /"`, "k3s.version"},
+		{"kubelet config at /", `"--kubelet-arg=config=/nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-k3s-kubelet-config"
+    ]`, `"--kubelet-arg=config=/"
+    ]`, `--kubelet-arg=config= "/": the root directory`},
+		{"kubelet config over /var/run", `"--kubelet-arg=config=/nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-k3s-kubelet-config"
+    ]`, `"--kubelet-arg=config=/var/run"
+    ]`, `--kubelet-arg=config= "/var/run"`},
+		{"k3s config at /", `"configPath": null`, `"configPath": "/"`, "k3s.configPath"},
+		{"k3s config over nodeprep's", `"configPath": null`, `"configPath": "/etc/nodeprep/config.yaml"`, "k3s.configPath"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

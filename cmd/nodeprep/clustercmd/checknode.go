@@ -111,12 +111,12 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return fault.CantWrite(fmt.Errorf("the host tree: %w", err))
 	}
 	defer os.RemoveAll(dir)
-	root, err := fleet.Assemble(dir, facts, fleet.AssembleOptions{Stores: o.stores, Generate: gen, Inventory: inv})
+	root, err := fleet.Assemble(cmd.Context(), dir, facts, fleet.AssembleOptions{Stores: o.stores, Generate: gen, Inventory: inv})
 	var generated *fleet.GenerateError
 	if errors.As(err, &generated) && !errors.Is(err, fault.ErrUnavailable) {
 		err = nil // the check reports it: the node would have no spec
 	}
-	if err != nil {
+	if err := stopped(cmd.Context(), facts.Name, err); err != nil {
 		return err
 	}
 	rep, err := fleet.Check(cmd.Context(), root, facts, inv, fleet.CheckOptions{
@@ -135,7 +135,7 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 			return planned(rep, up), nil
 		},
 	})
-	if err != nil {
+	if err := stopped(cmd.Context(), facts.Name, err); err != nil {
 		return err
 	}
 	if err := env.Print(rep, func(w io.Writer) error { return writeCheckNodeText(w, rep) }); err != nil {
@@ -149,6 +149,15 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return err
 	}
 	return nil
+}
+
+// stopped is err, or, once ctx is done (SIGTERM or SIGINT), an error
+// saying the node was not judged: a judgement cut short is no verdict.
+func stopped(ctx context.Context, node string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: stopped before the judgement was done (%w): nothing judged", node, ctx.Err())
+	}
+	return err
 }
 
 // planned is up's plan as check-node reports it: each stage a check, the
