@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -124,6 +125,15 @@ func ParseFacts(name string, data []byte) (*Facts, error) {
 	if len(data) > MaxFacts {
 		return nil, bad("%d bytes, more than the %d a facts file may have", len(data), MaxFacts)
 	}
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, bad("empty: want the facts object")
+	case !utf8.Valid(data):
+		return nil, bad("not UTF-8: builtins.toJSON writes UTF-8")
+	}
+	if err := noDuplicateKeys(data); err != nil {
+		return nil, bad("%v", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f Facts
@@ -137,6 +147,53 @@ func ParseFacts(name string, data []byte) (*Facts, error) {
 		return nil, bad("%v", err)
 	}
 	return &f, nil
+}
+
+// noDuplicateKeys refuses JSON with an object that has a key twice:
+// encoding/json keeps the last, so the same facts would say two things
+// (builtins.toJSON never writes one). Nesting is bounded by the decoder.
+func noDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		keys   map[string]bool
+		object bool
+		key    bool // the next string is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return nil // the decoder that follows says what is wrong
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.object && top.key {
+			if top.keys[k] {
+				return fmt.Errorf("key %q twice in one object", k)
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, object: true, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true // a value ended: a key follows
+		}
+	}
 }
 
 func (f *Facts) validate() error {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -53,6 +54,10 @@ func TestParseFactsRefuses(t *testing.T) {
 		{"wrong type", `"enable": true`, `"enable": "yes"`, "toolkit.enable"},
 		{"trailing data", "}\n", "}\n{}", "data after"},
 		{"not JSON", "{", "[", "invalid character"},
+		{"duplicate key", `"simulate": "dgx-h200"`, `"simulate": "dgx-h200", "name": "other"`, `key "name" twice`},
+		{"duplicate nested key", `"role": "agent"`, `"role": "agent", "role": "server"`, `key "role" twice`},
+		{"not UTF-8", `"name": "gpu-01"`, "\"name\": \"gpu-\xff\"", "not UTF-8"},
+		{"empty", "", "", "empty"},
 		{"package outside the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/dev/zero"`, "driver.package"},
 		{"package is the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/nix/store"`, "driver.package"},
 		{"k3s version", `"version": "1.33.4+k3s1"`, `"version": "latest; rm -rf /"`, "k3s.version"},
@@ -71,6 +76,9 @@ func TestParseFactsRefuses(t *testing.T) {
 			data := strings.Replace(good, tt.from, tt.to, 1)
 			if tt.name == "trailing data" {
 				data = strings.TrimRight(good, "\n") + "\n{}"
+			}
+			if tt.name == "empty" {
+				data = " \n"
 			}
 			if data == good {
 				t.Fatalf("%q is not in the good facts", tt.from)
@@ -95,6 +103,7 @@ func FuzzParseFacts(f *testing.F) {
 	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"server","dropIns":{"a.yaml":"x"}}}`))
 	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"agent","unitPath":["/a/../b"]}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"a","name":"b","k3s":{"role":"agent"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		facts, err := ParseFacts("fuzz.json", data)
 		if err != nil {
@@ -103,8 +112,11 @@ func FuzzParseFacts(f *testing.F) {
 			}
 			return
 		}
-		if facts.Schema != Schema || facts.Name == "" {
+		if facts.Schema != Schema || facts.Name == "" || noDuplicateKeys(data) != nil || !utf8.Valid(data) {
 			t.Fatalf("parsed %+v", facts)
+		}
+		if p := facts.Driver.Package; p != "" && !IsStorePath(p) {
+			t.Fatalf("driver package %q accepted", p)
 		}
 		for _, d := range facts.K3s.UnitPath {
 			if !filepath.IsAbs(d) || filepath.Clean(d) != d {
