@@ -150,7 +150,10 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 	start := time.Now()
 	r := &Report{Node: f.Name, Simulated: f.SimulatedServer(), OK: true,
 		NotJudged: []string{"not judged without a GPU: " + NotJudgedWithoutGPU}}
-	defer func() { r.DurationMS = float64(time.Since(start).Microseconds()) / 1000 }()
+	defer func() {
+		r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		r.inNodePaths(root.Dir())
+	}()
 	cfg, err := config.Parse(ConfigPath, []byte(f.Nodeprep.ConfigYAML), config.Default(opts.Arch))
 	if err != nil {
 		r.add(Result{Name: CheckConfig, Status: StatusFailed, Problems: []string{"error: " + err.Error()}})
@@ -171,7 +174,14 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 		}
 		return nil, err
 	}
+	failed := ""
 	for _, res := range plan.Stages {
+		switch {
+		case res.Status == StatusFailed && failed == "":
+			failed = res.Name
+		case res.Status == StatusSkipped && res.Summary == "" && failed != "":
+			res.Summary = "not judged: the " + failed + " stage failed first (up stops there)"
+		}
 		r.add(res)
 	}
 	r.add(kubeletCheck(f, plan))
@@ -182,6 +192,22 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 	}
 	r.add(cres)
 	return r, nil
+}
+
+// inNodePaths rewrites the paths of the throw-away tree at dir on this
+// machine that errors name into the node's own paths (dir/run/cdi/x is
+// /run/cdi/x on the node): the tree means nothing to the reader.
+func (r *Report) inNodePaths(dir string) {
+	if dir == "" || dir == "/" {
+		return
+	}
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		c.Summary = strings.ReplaceAll(c.Summary, dir, "")
+		for j := range c.Problems {
+			c.Problems[j] = strings.ReplaceAll(c.Problems[j], dir, "")
+		}
+	}
 }
 
 // add appends res, which fails the report when it failed.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -193,6 +194,30 @@ func TestCheckNodeDocExamples(t *testing.T) {
 		}
 		if !elided && j != len(out) {
 			t.Errorf("the example of %s stops before the output does:\n%s", name, stdout)
+		}
+	}
+}
+
+// TestCheckNodeSaysNoTreePath: when the generator refuses the facts (the
+// good case's generator arguments, without --spec-file, name no
+// nvidia-cdi-hook) the stages that had no spec say so in the node's
+// paths, not in the throw-away tree's on this machine, and a stage the
+// failure skipped says why.
+func TestCheckNodeSaysNoTreePath(t *testing.T) {
+	t.Parallel()
+	args := checkNodeArgs(filepath.Join(fleetCorpus, "good"))
+	i := slices.Index(args, "--spec-file")
+	args = slices.Delete(args, i, i+2)
+	for _, format := range []string{"text", "json"} {
+		out, errOut, code := clusterRun(t, "", append(args, "-o", format)...)
+		if code != 1 || !strings.Contains(out, "the toolkit's generator would write no CDI spec") {
+			t.Fatalf("-o %s: exit %d, want 1 with the generator's refusal:\n%s%s", format, code, out, errOut)
+		}
+		if strings.Contains(out+errOut, "nodeprep-check-node-") {
+			t.Errorf("-o %s names the throw-away tree:\n%s", format, out)
+		}
+		if format == "text" && regexp.MustCompile(`(?m)^gpu-01: - \S+ *$`).MatchString(out) {
+			t.Errorf("a skipped check says nothing:\n%s", out)
 		}
 	}
 }
