@@ -172,6 +172,9 @@ func Assemble(ctx context.Context, dir string, f *Facts, opts AssembleOptions) (
 		if err := a.symlink(DriverRoot, f.Driver.Package); err != nil {
 			return nil, err
 		}
+		if _, _, linked, err := a.find(f.Driver.Package); linked == "" && errors.Is(err, fs.ErrNotExist) {
+			return nil, fault.Unavailable(fmt.Errorf("driver.package %s is in no store here (%s): build or fetch it first (nix-store --realise %s); a flake check has it as an input", f.Driver.Package, strings.Join(a.stores, ", "), f.Driver.Package))
+		}
 		for _, sub := range []string{"share/vulkan", "share/glvnd", "share/egl", "lib"} {
 			if err := a.materialize(path.Join(f.Driver.Package, sub)); err != nil {
 				return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -275,5 +276,32 @@ func TestAssembleBoundsFiles(t *testing.T) {
 	_, err = Assemble(ctx, t.TempDir(), f, AssembleOptions{Stores: []string{store}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Assemble with a done context: %v, want context.Canceled", err)
+	}
+}
+
+// TestAssembleDriverNotInStore: a driver package no store has (the facts
+// read on a machine that has not built it) is said to be missing, as
+// unavailable, not judged as a package without libraries.
+func TestAssembleDriverNotInStore(t *testing.T) {
+	t.Parallel()
+	f, err := ParseFacts("good.json", goodFacts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Assemble(context.Background(), t.TempDir(), f, AssembleOptions{Stores: []string{t.TempDir()}})
+	if !errors.Is(err, fault.ErrUnavailable) || !strings.Contains(err.Error(), f.Driver.Package) {
+		t.Errorf("Assemble: %v, want unavailable naming %s", err, f.Driver.Package)
+	}
+}
+
+// TestReportInNodePaths: the throw-away tree's path on this machine is
+// the node's root in what the report says.
+func TestReportInNodePaths(t *testing.T) {
+	t.Parallel()
+	r := &Report{Checks: []Result{{Summary: "under /tmp/t1", Problems: []string{"open /tmp/t1/run/cdi/x.json: no such file", "/tmp/t10/a"}}}}
+	r.inNodePaths("/tmp/t1")
+	want := Result{Summary: "under /", Problems: []string{"open /run/cdi/x.json: no such file", "/tmp/t10/a"}}
+	if got := r.Checks[0]; got.Summary != want.Summary || !slices.Equal(got.Problems, want.Problems) {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

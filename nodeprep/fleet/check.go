@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -201,11 +202,13 @@ func (r *Report) inNodePaths(dir string) {
 	if dir == "" || dir == "/" {
 		return
 	}
+	re := regexp.MustCompile(regexp.QuoteMeta(dir) + `(/|\b)`)
+	node := func(s string) string { return re.ReplaceAllString(s, "/") }
 	for i := range r.Checks {
 		c := &r.Checks[i]
-		c.Summary = strings.ReplaceAll(c.Summary, dir, "")
+		c.Summary = node(c.Summary)
 		for j := range c.Problems {
-			c.Problems[j] = strings.ReplaceAll(c.Problems[j], dir, "")
+			c.Problems[j] = node(c.Problems[j])
 		}
 	}
 }
