@@ -58,8 +58,13 @@ against the node's taints and labels. Every line names the node.
 The Vulkan and EGL self-test and CUDA need a GPU: the output says they were
 not judged. --spec-file FILE judges that spec instead of the synthesised one.
 
-Exit status: 0 the node would be ready and the manifests fit it, 1 not,
-65 malformed facts (an unknown field is refused, naming it) or manifests.`,
+It reads the store paths the facts name and nothing else outside them (a
+link out of the store is not followed) and writes only its tree under
+$TMPDIR, removed on every exit; SIGTERM stops it with nothing judged.
+
+Exit status: 0 the node would be ready and the manifests fit it, 1 not
+(or stopped), 65 malformed facts (an unknown field is refused, naming it)
+or manifests, 69 the driver package is in no store on this machine.`,
 		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
 	}
