@@ -378,8 +378,26 @@ func clusterCheck(f *Facts, cfg config.Config, plan *Planned, opts CheckOptions)
 		}
 		objs, skip = append(objs, o...), append(skip, s...)
 	}
-	if len(objs) == 0 {
+	if len(objs) == 0 && len(opts.Manifests)+len(names) == 0 {
 		res.Status, res.Summary = StatusSkipped, "no manifests"
+		return res, nil
+	}
+	if len(objs) == 0 {
+		// Manifests were given and nothing in them is judged: a wrong
+		// directory, or workloads of kinds cluster check does not read,
+		// would otherwise pass as "no manifests".
+		res.Status, res.Summary = StatusWarning, "nothing to judge in the manifests given"
+		if len(skip) == 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("warning: %s: no manifest documents (.yaml, .yml or .json)", strings.Join(opts.Manifests, ", ")))
+		}
+		for i, sk := range skip {
+			if i == 5 {
+				res.Problems = append(res.Problems, fmt.Sprintf("warning: and %d more", len(skip)-i))
+				break
+			}
+			res.Problems = append(res.Problems, fmt.Sprintf("warning: %s: %s %s %s is not a workload cluster check judges",
+				cluster.Printable(sk.Source), cluster.Printable(sk.APIVersion), cluster.Printable(sk.Kind), cluster.Printable(sk.Name)))
+		}
 		return res, nil
 	}
 	pool, err := nodePool(cfg, plan, opts.Arch)

@@ -221,3 +221,23 @@ func TestCheckNodeSaysNoTreePath(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNodeManifestsWithNothingToJudge: --manifests whose documents
+// are no workload (or a directory with none) is a warning saying so, not
+// "no manifests" as if none were given.
+func TestCheckNodeManifestsWithNothingToJudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := checkNodeArgs(filepath.Join(fleetCorpus, "generated"))
+	i := slices.Index(args, "--manifests")
+	args = slices.Delete(args, i, i+2) // the case's own
+	for _, m := range []string{dir, t.TempDir()} {
+		out, errOut, code := clusterRun(t, "", append(slices.Clone(args), "--manifests", m)...)
+		if code != 0 || !strings.Contains(out, "! cluster check  nothing to judge in the manifests given") || strings.Contains(out, "no manifests") {
+			t.Errorf("--manifests %s: exit %d, want 0 with a warning that nothing was judged:\n%s%s", m, code, out, errOut)
+		}
+	}
+}
