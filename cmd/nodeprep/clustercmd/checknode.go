@@ -66,7 +66,10 @@ Exit status: 0 the node would be ready and the manifests fit it, 1 not
 (or stopped), 65 malformed facts (an unknown field is refused, naming it)
 or manifests, 69 the driver package is in no store on this machine.`,
 		Args: app.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
+		// The node's config is in the facts: the config file of the
+		// machine the check runs on is not read.
+		Annotations: map[string]string{app.NoHostConfig: "true"},
+		RunE:        func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.facts, "facts", "", "the facts file of the node configuration (JSON, schema nodeprep.dev/node-facts/v1)")

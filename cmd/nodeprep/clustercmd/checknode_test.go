@@ -241,3 +241,21 @@ func TestCheckNodeManifestsWithNothingToJudge(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNodeReadsNoHostConfig: the config file of the machine the
+// check runs on (here a malformed one under --root) neither fails nor
+// changes the judgement: the node's config is in its facts.
+func TestCheckNodeReadsNoHostConfig(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc", "nodeprep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "nodeprep", "config.yaml"), []byte("cdi: [not, a, map\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := clusterRun(t, "", checkNodeArgs(filepath.Join(fleetCorpus, "good"), "--root", root)...)
+	if code != 0 {
+		t.Errorf("exit %d with a malformed config file on this machine, want 0:\n%s%s", code, out, errOut)
+	}
+}
