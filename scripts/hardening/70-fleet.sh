@@ -32,3 +32,8 @@ row "check-node: a drop-in named ../../../../tmp/x" 65 -- "${cn[@]}" --facts "$H
 # (and nodeprep's config names): the store's file is left as it was.
 row "check-node: the store's copy of a file the facts write is not overwritten" 0 -- \
   sh -c '"$@" >/dev/null; rc=$?; [ "$(cat "$0")" = store ] || exit 99; exit $rc' "$HROOT/store$kubelet" "${cn[@]}" --facts "$good"
+# The config file of the machine the check runs on is not read.
+mkdir -p "$HROOT/etc/nodeprep"; printf 'cdi: [not, a, map\n' > "$HROOT/etc/nodeprep/config.yaml"
+row "check-node: a malformed config file on the machine it runs on (--root)" 0 -- "${cn[@]}" --root "$HROOT" --facts "$good"
+facts '.driver.package = "/nix/store/zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-nvidia-x11-0.0.0"' absent.json
+row "check-node: a driver package in no store here" 69 -- "${cn[@]}" --facts "$HROOT/absent.json"
