@@ -183,6 +183,14 @@ func planned(rep *nodeprep.Report, up nodeprep.UpOptions) *fleet.Planned {
 			res.Problems = append(res.Problems, sev+reason)
 		}
 		switch {
+		case st.Status == nodeprep.StatusFailed:
+			// On the node up writes nothing when a stage's plan fails; here
+			// nothing is ever written, and what matters is that up stops.
+			rest := strings.TrimSpace(strings.NewReplacer("invalid input: nothing written", "", "nothing written, ", "", ": nothing written", "").Replace(res.Summary))
+			res.Summary = "up would stop here at boot"
+			if rest != "" {
+				res.Summary += ": " + rest
+			}
 		case st.Name == nodeprep.StageSelftest:
 			res.Summary = "not run: no GPU"
 		case st.Name == nodeprep.StageCDI && res.Summary == "" && rep.CDI != nil:

@@ -2,6 +2,8 @@ package clustercmd
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 )
 
 var fleetCorpus = filepath.Join("..", "..", "..", "testdata", "fleet")
@@ -257,5 +261,21 @@ func TestCheckNodeReadsNoHostConfig(t *testing.T) {
 	out, errOut, code := clusterRun(t, "", checkNodeArgs(filepath.Join(fleetCorpus, "good"), "--root", root)...)
 	if code != 0 {
 		t.Errorf("exit %d with a malformed config file on this machine, want 0:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestCheckNodeStopped: once the command's context is done (SIGTERM or
+// SIGINT), the judgement cut short is no verdict: an error naming the
+// node, exit 1, whatever the judgement returned; before, errors pass.
+func TestCheckNodeStopped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := stopped(ctx, "gpu-01", nil); err != nil {
+		t.Errorf("stopped before the context is done: %v", err)
+	}
+	cancel()
+	err := stopped(ctx, "gpu-01", nil)
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "gpu-01: stopped") || app.ExitCode(err) != 1 {
+		t.Errorf("stopped after SIGTERM: %v (exit %d), want an error naming the node, exit 1", err, app.ExitCode(err))
 	}
 }
