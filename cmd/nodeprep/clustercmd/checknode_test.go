@@ -3,8 +3,8 @@ package clustercmd
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
