@@ -26,6 +26,11 @@ const Schema = "nodeprep.dev/node-facts/v1"
 // file holds a handful of configuration texts of a few KiB each.
 const MaxFacts = 16 << 20
 
+// MaxUnitPath bounds the k3s unit's PATH directories: 512. A unit's PATH
+// holds a few dozen (NixOS: its packages' bin and sbin); each directory is
+// looked in for the NVIDIA runtimes and named in what the check says.
+const MaxUnitPath = 512
+
 // DefaultSimulate is the simulated inventory when the facts name none.
 const DefaultSimulate = "dgx-h200"
 
@@ -210,6 +215,9 @@ func (f *Facts) validate() error {
 	}
 	if f.Simulate != "" && !slices.Contains(gpu.SimulatedNames(), f.Simulate) {
 		return fmt.Errorf("simulate %q: want one of %s", f.Simulate, strings.Join(gpu.SimulatedNames(), ", "))
+	}
+	if len(f.K3s.UnitPath) > MaxUnitPath {
+		return fmt.Errorf("k3s.unitPath: %d directories, more than the %d a unit's PATH may have here", len(f.K3s.UnitPath), MaxUnitPath)
 	}
 	paths := map[string]string{"k3s.dataDir": f.K3s.DataDir, "driver.package": f.Driver.Package}
 	if f.K3s.ConfigPath != nil {

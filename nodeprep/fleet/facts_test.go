@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,5 +157,21 @@ func TestNixFactsParse(t *testing.T) {
 	}
 	if !slices.Equal(cfg.Join.K3sUnitPath, f.K3s.UnitPath) {
 		t.Errorf("config join.k3sUnitPath = %q, facts k3s.unitPath = %q: want the same PATH", cfg.Join.K3sUnitPath, f.K3s.UnitPath)
+	}
+}
+
+// TestParseFactsBoundsUnitPath: a k3s unit PATH of more directories than
+// any unit has is refused, naming the bound (each is looked in, and named
+// in the handler finding).
+func TestParseFactsBoundsUnitPath(t *testing.T) {
+	t.Parallel()
+	dirs := make([]string, MaxUnitPath+1)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf(`"/nix/store/%032d-p/bin"`, i)
+	}
+	data := strings.Replace(string(goodFacts(t)), `"unitPath": [`, `"unitPath": [`+strings.Join(dirs, ",")+",", 1)
+	_, err := ParseFacts("f.json", []byte(data))
+	if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "k3s.unitPath") {
+		t.Errorf("error %v, want malformed naming k3s.unitPath", err)
 	}
 }

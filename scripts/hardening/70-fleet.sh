@@ -37,3 +37,5 @@ mkdir -p "$HROOT/etc/nodeprep"; printf 'cdi: [not, a, map\n' > "$HROOT/etc/nodep
 row "check-node: a malformed config file on the machine it runs on (--root)" 0 -- "${cn[@]}" --root "$HROOT" --facts "$good"
 facts '.driver.package = "/nix/store/zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz-nvidia-x11-0.0.0"' absent.json
 row "check-node: a driver package in no store here" 69 -- "${cn[@]}" --facts "$HROOT/absent.json"
+facts '.k3s.unitPath = [range(5000) | "/nix/store/\(. | tostring | ("0" * (32 - length)) + .)-p/bin"]' unitpath.json
+row "check-node: a k3s unit PATH of 5000 directories" 65 -- "${cn[@]}" --facts "$HROOT/unitpath.json"
