@@ -71,10 +71,18 @@ let
         status=0
         nodeprep-cluster cluster check-node --facts ${factsFile} ${manifestArgs} >report.txt 2>&1 || status=$?
         cat report.txt
-        if [ "$status" -ne 0 ]; then
-          echo "nodeprep: nixosConfigurations.${name} would not make a ready GPU node (nodeprep-cluster cluster check-node exit $status); see above" >&2
-          exit 1
-        fi
+        case "$status" in
+          0) ;;
+          1)
+            echo "nodeprep: nixosConfigurations.${name} would not make a ready GPU node (nodeprep-cluster cluster check-node exit 1); see above" >&2
+            exit 1 ;;
+          65)
+            echo "nodeprep: nodeprep-cluster refused the facts of nixosConfigurations.${name} or the manifests (exit 65): not a finding about the node; see above (a nodeprep package older than the flake's nix/ refuses the fields it does not know)" >&2
+            exit 1 ;;
+          *)
+            echo "nodeprep: nodeprep-cluster cluster check-node could not judge nixosConfigurations.${name} (exit $status); see above" >&2
+            exit 1 ;;
+        esac
         mkdir -p $out
         cp report.txt $out/report.txt
         cp ${factsFile} $out/facts.json

@@ -308,7 +308,7 @@ let
     }
     # --- lib.mkChecks (nix/fleet-check.nix) ---
     {
-      name = "mkChecks: one check per GPU node of this system, running check-node on the facts nix/facts.nix gathers";
+      name = "mkChecks: one check per GPU node of this system, running check-node on the facts nix/facts.nix gathers, a refusal of the facts not said to be the node's";
       ok =
         let
           checks = import ./fleet-check.nix { nodeprepFor = _: pkgs.nodeprep; } {
@@ -341,6 +341,8 @@ let
         builtins.attrNames checks == [ "nodeprep-gpu-node-1" ]
         && lib.hasInfix "nodeprep-cluster cluster check-node --facts ${factsFile} --manifests '/srv/k8s' >report.txt" chk.script
         && lib.hasInfix "nixosConfigurations.gpu-node-1 would not make a ready GPU node" chk.script
+        # A refusal of the facts (exit 65) is not said to be the node's fault.
+        && lib.hasInfix "refused the facts of nixosConfigurations.gpu-node-1" chk.script
         && builtins.elem pkgs.nodeprep chk.drvAttrs.nativeBuildInputs
         # The facts file holds exactly the facts, and the check depends on it.
         && factsFile == "${pkgs.writeText "nodeprep-facts-gpu-node-1.json" (builtins.toJSON facts)}"

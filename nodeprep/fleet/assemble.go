@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +13,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
@@ -60,10 +63,23 @@ type AssembleOptions struct {
 	Generate SpecGenerator
 	// Inventory is the simulated inventory the spec is generated for.
 	Inventory *gpu.Inventory
-	// MaxFiles bounds the files copied or linked from Store (default
+	// MaxFiles bounds the files copied or linked from Stores (default
 	// 100000): a driver package has a few hundred.
 	MaxFiles int
+	// MaxFileBytes bounds one file taken from Stores (default
+	// DefaultMaxFileBytes) and MaxBytes all of them (default
+	// DefaultMaxBytes): a file past them is refused, not copied.
+	MaxFileBytes, MaxBytes int64
 }
+
+// DefaultMaxFileBytes and DefaultMaxBytes bound what Assemble takes from
+// the store: 1 GiB a file, 4 GiB in all. The largest file of an NVIDIA
+// driver package (a GSP firmware image, libnvidia-rtcore) is about
+// 100 MiB, the whole package about 1.5 GiB.
+const (
+	DefaultMaxFileBytes = 1 << 30
+	DefaultMaxBytes     = 4 << 30
+)
 
 // Assemble writes into dir (an empty directory) the host tree of the node
 // the facts describe, as the configuration would write it:
@@ -73,24 +89,42 @@ type AssembleOptions struct {
 // /etc/nvidia-container-runtime/config.toml; /run/opengl-driver linked to
 // the driver package as NixOS links it (the package's share/ and lib/,
 // and every store path the configuration names, are linked or copied from
-// opts.Store at their own paths; /var/run is a link to /run); the NVIDIA
+// opts.Stores at their own paths; /var/run is a link to /run); the NVIDIA
 // runtimes on the k3s unit's PATH; and the CDI spec opts.Generate writes,
 // at cdi.DefaultSpecPath, with an empty file standing in for each device
 // node it names (the driver makes them on the node). When the generator
-// fails, the tree without a spec is returned with a *GenerateError. It returns the tree's root. Errors: a file that
-// cannot be written or copied, or more than opts.MaxFiles files to copy.
-func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) {
+// fails, the tree without a spec is returned with a *GenerateError. It
+// returns the tree's root.
+//
+// Only paths under StoreDir are taken from the stores: a link in the store
+// is put in the tree as the same link, and what it points to is taken only
+// when that is in the store too (a link out of the store dangles in the
+// tree); a path whose parent in a store is a link is taken as that link.
+// Every file is written by a rename into the tree, never through a link
+// or into a file hard-linked from the store.
+//
+// Errors: a file that cannot be written or copied; a file the facts place
+// where the tree has a directory, more than opts.MaxFiles files, a file
+// over opts.MaxFileBytes or over opts.MaxBytes in all to take from the
+// stores (fault.ErrMalformed); ctx's error once it is done (SIGTERM).
+func Assemble(ctx context.Context, dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) {
 	if len(opts.Stores) == 0 {
 		opts.Stores = []string{"/"}
 	}
 	if opts.MaxFiles == 0 {
 		opts.MaxFiles = 100000
 	}
+	if opts.MaxFileBytes == 0 {
+		opts.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
 	root, err := hostfs.New(dir)
 	if err != nil {
 		return nil, err
 	}
-	a := &assembler{root: root, stores: opts.Stores, max: opts.MaxFiles, seen: map[string]bool{}}
+	a := &assembler{ctx: ctx, root: root, stores: opts.Stores, max: opts.MaxFiles, maxFile: opts.MaxFileBytes, maxBytes: opts.MaxBytes, seen: map[string]bool{}}
 	if err := a.symlink("/var/run", "/run"); err != nil {
 		return nil, err
 	}
@@ -123,8 +157,10 @@ func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) 
 	sort.Strings(names)
 	for _, p := range names {
 		if err := a.write(p, []byte(files[p]), 0o644); err != nil {
-			return nil, err
+			return nil, fault.Malformed(fmt.Errorf("the facts place a file at %s, where the host tree cannot hold one: %w", p, err))
 		}
+	}
+	for _, p := range names {
 		// What the configuration names in the store is on the node too.
 		for _, sp := range storePaths(files[p]) {
 			if err := a.materialize(sp); err != nil {
@@ -135,6 +171,9 @@ func Assemble(dir string, f *Facts, opts AssembleOptions) (*hostfs.Root, error) 
 	if f.Driver.Package != "" {
 		if err := a.symlink(DriverRoot, f.Driver.Package); err != nil {
 			return nil, err
+		}
+		if _, _, linked, err := a.find(f.Driver.Package); linked == "" && errors.Is(err, fs.ErrNotExist) {
+			return nil, fault.Unavailable(fmt.Errorf("driver.package %s is in no store here (%s): build or fetch it first (nix-store --realise %s); a flake check has it as an input", f.Driver.Package, strings.Join(a.stores, ", "), f.Driver.Package))
 		}
 		for _, sub := range []string{"share/vulkan", "share/glvnd", "share/egl", "lib"} {
 			if err := a.materialize(path.Join(f.Driver.Package, sub)); err != nil {
@@ -217,6 +256,9 @@ func (a *assembler) deviceStandIns() error {
 		if !path.IsAbs(p) || a.root.Exists(p) {
 			continue
 		}
+		if err := a.ctx.Err(); err != nil {
+			return err
+		}
 		if err := a.write(path.Clean(p), nil, 0o666); err != nil {
 			return err
 		}
@@ -275,11 +317,14 @@ func storePaths(text string) []string {
 
 // assembler writes the tree.
 type assembler struct {
-	root   *hostfs.Root
-	stores []string
-	max    int
-	n      int // files copied or linked so far
-	seen   map[string]bool
+	ctx               context.Context
+	root              *hostfs.Root
+	stores            []string
+	max               int
+	n                 int // files copied or linked so far
+	maxFile, maxBytes int64
+	bytes             int64 // bytes of the files taken so far
+	seen              map[string]bool
 }
 
 // hostDir is the directory of hostPath in the tree, created, with links
@@ -301,16 +346,57 @@ func (a *assembler) mkdir(hostDir string) (string, error) {
 	return dir, nil
 }
 
-// write writes data at hostPath in the tree.
+// write writes data at hostPath in the tree, by a rename: never through a
+// link at hostPath (which may point out of the tree) nor into a file
+// hard-linked from the store. What is written is not taken from the store
+// after (a.seen).
 func (a *assembler) write(hostPath string, data []byte, mode fs.FileMode) error {
 	dir, err := a.hostDir(hostPath)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, path.Base(hostPath)), data, mode); err != nil {
-		return fmt.Errorf("assembling the host tree: writing %s: %w", hostPath, err)
+	a.seen[path.Clean(hostPath)] = true
+	if err := writeRename(filepath.Join(dir, path.Base(hostPath)), data, mode); err != nil {
+		return fmt.Errorf("assembling the host tree: writing %s: %w", hostPath, pathErr(err))
 	}
 	return nil
+}
+
+// writeRename writes data to a new file beside dst and renames it over
+// dst. The tree is thrown away after the check: no fsync.
+func writeRename(dst string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".assemble-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// pathErr is err without the path on this machine it names (the tree's
+// temporary directory means nothing to the reader).
+func pathErr(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }
 
 // symlink makes hostPath in the tree a link to target.
@@ -327,29 +413,31 @@ func (a *assembler) symlink(hostPath, target string) error {
 
 // materialize puts hostPath of the store into the tree at the same path:
 // a directory with its entries, a link as the same link (and what it
-// points to), a file hard-linked or copied. A path missing from the store
-// is left out (the judgement reports what is missing).
+// points to, when that is in the store), a file hard-linked or copied. A
+// path outside StoreDir, or missing from the store, is left out (the
+// judgement reports what is missing); a path whose parent in the store is
+// a link is taken as that link.
 func (a *assembler) materialize(hostPath string) error {
 	hostPath = path.Clean(hostPath)
-	if a.seen[hostPath] {
+	if !IsStorePath(hostPath) || a.seen[hostPath] {
 		return nil
 	}
 	a.seen[hostPath] = true
-	src, st, err := a.find(hostPath)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-		// A parent in the store may be a link itself: follow it.
-		if parent := path.Dir(hostPath); parent != hostPath && parent != "/" {
-			if _, pst, perr := a.find(parent); perr == nil && pst.Mode()&fs.ModeSymlink != 0 {
-				return a.materialize(parent)
-			}
-		}
+	if err := a.ctx.Err(); err != nil {
+		return err
+	}
+	src, st, linked, err := a.find(hostPath)
+	if linked != "" {
+		return a.materialize(linked)
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOTDIR) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("assembling the host tree: %w", err)
 	}
 	if a.n++; a.n > a.max {
-		return fmt.Errorf("assembling the host tree: more than %d files to copy from %s", a.max, strings.Join(a.stores, ", "))
+		return fault.Malformed(fmt.Errorf("assembling the host tree: more than %d files to copy from %s", a.max, strings.Join(a.stores, ", ")))
 	}
 	switch {
 	case st.Mode()&fs.ModeSymlink != 0:
@@ -379,6 +467,12 @@ func (a *assembler) materialize(hostPath string) error {
 		}
 		return nil
 	case st.Mode().IsRegular():
+		if st.Size() > a.maxFile {
+			return fault.Malformed(fmt.Errorf("assembling the host tree: %s is %d bytes, more than the %d a file taken from the store may have", hostPath, st.Size(), a.maxFile))
+		}
+		if a.bytes += st.Size(); a.bytes > a.maxBytes {
+			return fault.Malformed(fmt.Errorf("assembling the host tree: more than %d bytes to take from the store (at %s)", a.maxBytes, hostPath))
+		}
 		dir, err := a.hostDir(hostPath)
 		if err != nil {
 			return err
@@ -387,40 +481,65 @@ func (a *assembler) materialize(hostPath string) error {
 		if os.Link(src, dst) == nil {
 			return nil
 		}
-		return copyFile(src, dst, st.Mode().Perm())
+		return copyFile(a.ctx, src, dst, st.Mode().Perm(), st.Size())
 	}
 	return nil // a device, FIFO or socket: not part of a package
 }
 
-// find is hostPath in the first store that has it, and its Lstat.
-func (a *assembler) find(hostPath string) (string, fs.FileInfo, error) {
+// find is hostPath (a store path) in the first store that has it, and its
+// Lstat. It walks each store one name at a time, so that a parent that is
+// a link is never followed (the system would follow it out of the
+// store): it returns that parent as linked instead, for the tree to take
+// as the link it is.
+func (a *assembler) find(hostPath string) (src string, st fs.FileInfo, linked string, err error) {
+	names := strings.Split(strings.TrimPrefix(hostPath, StoreDir+"/"), "/")
 	var first error
 	for _, s := range a.stores {
-		src := filepath.Join(s, filepath.FromSlash(hostPath))
-		st, err := os.Lstat(src)
-		if err == nil {
-			return src, st, nil
-		}
-		if first == nil {
-			first = err
+		cur := filepath.Join(s, filepath.FromSlash(StoreDir))
+		for i, n := range names {
+			cur = filepath.Join(cur, n)
+			st, err := os.Lstat(cur)
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				break
+			}
+			if i == len(names)-1 {
+				return cur, st, "", nil
+			}
+			if st.Mode()&fs.ModeSymlink != 0 {
+				return "", nil, path.Join(StoreDir, path.Join(names[:i+1]...)), nil
+			}
+			if !st.IsDir() {
+				if first == nil {
+					first = fs.ErrNotExist
+				}
+				break
+			}
 		}
 	}
-	return "", nil, first
+	return "", nil, "", first
 }
 
-// copyFile copies src to dst with mode (the store and the tree may be on
-// different file systems, where a hard link fails).
-func copyFile(src, dst string, mode fs.FileMode) error {
-	in, err := os.Open(src)
+// copyFile copies src (size bytes when it was found) to dst with mode (the
+// store and the tree may be on different file systems, where a hard link
+// fails). It reads no more than size bytes, opens no FIFO or link put in
+// src's place since, and stops when ctx is done.
+func copyFile(ctx context.Context, src, dst string, mode fs.FileMode, size int64) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fmt.Errorf("assembling the host tree: %w", err)
 	}
 	defer in.Close()
+	if st, err := in.Stat(); err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("assembling the host tree: %s is no longer a regular file", src)
+	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return fmt.Errorf("assembling the host tree: %w", err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := io.Copy(out, &ctxReader{ctx: ctx, r: io.LimitReader(in, size)}); err != nil {
 		out.Close()
 		return fmt.Errorf("assembling the host tree: copying %s: %w", src, err)
 	}
@@ -428,4 +547,17 @@ func copyFile(src, dst string, mode fs.FileMode) error {
 		return fmt.Errorf("assembling the host tree: copying %s: %w", src, err)
 	}
 	return nil
+}
+
+// ctxReader reads from r until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

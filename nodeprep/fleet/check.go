@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -150,7 +151,10 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 	start := time.Now()
 	r := &Report{Node: f.Name, Simulated: f.SimulatedServer(), OK: true,
 		NotJudged: []string{"not judged without a GPU: " + NotJudgedWithoutGPU}}
-	defer func() { r.DurationMS = float64(time.Since(start).Microseconds()) / 1000 }()
+	defer func() {
+		r.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		r.inNodePaths(root.Dir())
+	}()
 	cfg, err := config.Parse(ConfigPath, []byte(f.Nodeprep.ConfigYAML), config.Default(opts.Arch))
 	if err != nil {
 		r.add(Result{Name: CheckConfig, Status: StatusFailed, Problems: []string{"error: " + err.Error()}})
@@ -171,7 +175,14 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 		}
 		return nil, err
 	}
+	failed := ""
 	for _, res := range plan.Stages {
+		switch {
+		case res.Status == StatusFailed && failed == "":
+			failed = res.Name
+		case res.Status == StatusSkipped && res.Summary == "" && failed != "":
+			res.Summary = "not judged: the " + failed + " stage failed first (up stops there)"
+		}
 		r.add(res)
 	}
 	r.add(kubeletCheck(f, plan))
@@ -182,6 +193,24 @@ func Check(ctx context.Context, root *hostfs.Root, f *Facts, inv *gpu.Inventory,
 	}
 	r.add(cres)
 	return r, nil
+}
+
+// inNodePaths rewrites the paths of the throw-away tree at dir on this
+// machine that errors name into the node's own paths (dir/run/cdi/x is
+// /run/cdi/x on the node): the tree means nothing to the reader.
+func (r *Report) inNodePaths(dir string) {
+	if dir == "" || dir == "/" {
+		return
+	}
+	re := regexp.MustCompile(regexp.QuoteMeta(dir) + `(/|\b)`)
+	node := func(s string) string { return re.ReplaceAllString(s, "/") }
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		c.Summary = node(c.Summary)
+		for j := range c.Problems {
+			c.Problems[j] = node(c.Problems[j])
+		}
+	}
 }
 
 // add appends res, which fails the report when it failed.
@@ -349,8 +378,26 @@ func clusterCheck(f *Facts, cfg config.Config, plan *Planned, opts CheckOptions)
 		}
 		objs, skip = append(objs, o...), append(skip, s...)
 	}
-	if len(objs) == 0 {
+	if len(objs) == 0 && len(opts.Manifests)+len(names) == 0 {
 		res.Status, res.Summary = StatusSkipped, "no manifests"
+		return res, nil
+	}
+	if len(objs) == 0 {
+		// Manifests were given and nothing in them is judged: a wrong
+		// directory, or workloads of kinds cluster check does not read,
+		// would otherwise pass as "no manifests".
+		res.Status, res.Summary = StatusWarning, "nothing to judge in the manifests given"
+		if len(skip) == 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("warning: %s: no manifest documents (.yaml, .yml or .json)", strings.Join(opts.Manifests, ", ")))
+		}
+		for i, sk := range skip {
+			if i == 5 {
+				res.Problems = append(res.Problems, fmt.Sprintf("warning: and %d more", len(skip)-i))
+				break
+			}
+			res.Problems = append(res.Problems, fmt.Sprintf("warning: %s: %s %s %s is not a workload cluster check judges",
+				cluster.Printable(sk.Source), cluster.Printable(sk.APIVersion), cluster.Printable(sk.Kind), cluster.Printable(sk.Name)))
+		}
 		return res, nil
 	}
 	pool, err := nodePool(cfg, plan, opts.Arch)

@@ -2,11 +2,13 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nodeprep/nodeprep/nodeprep/config"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
@@ -53,6 +55,21 @@ func TestParseFactsRefuses(t *testing.T) {
 		{"wrong type", `"enable": true`, `"enable": "yes"`, "toolkit.enable"},
 		{"trailing data", "}\n", "}\n{}", "data after"},
 		{"not JSON", "{", "[", "invalid character"},
+		{"duplicate key", `"simulate": "dgx-h200"`, `"simulate": "dgx-h200", "name": "other"`, `key "name" twice`},
+		{"duplicate nested key", `"role": "agent"`, `"role": "agent", "role": "server"`, `key "role" twice`},
+		{"not UTF-8", `"name": "gpu-01"`, "\"name\": \"gpu-\xff\"", "not UTF-8"},
+		{"empty", "", "", "empty"},
+		{"package outside the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/dev/zero"`, "driver.package"},
+		{"package is the store", `"package": "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"`, `"package": "/nix/store"`, "driver.package"},
+		{"k3s version", `"version": "1.33.4+k3s1"`, `"version": "latest; rm -rf /"`, "k3s.version"},
+		{"kubelet config at /", `"--kubelet-arg=config=/nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-k3s-kubelet-config"
+    ]`, `"--kubelet-arg=config=/"
+    ]`, `--kubelet-arg=config= "/": the root directory`},
+		{"kubelet config over /var/run", `"--kubelet-arg=config=/nix/store/0a1b2c3d4e5f6g7h8j9k0l1m2n3p4q5r-k3s-kubelet-config"
+    ]`, `"--kubelet-arg=config=/var/run"
+    ]`, `--kubelet-arg=config= "/var/run"`},
+		{"k3s config at /", `"configPath": null`, `"configPath": "/"`, "k3s.configPath"},
+		{"k3s config over nodeprep's", `"configPath": null`, `"configPath": "/etc/nodeprep/config.yaml"`, "k3s.configPath"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +77,9 @@ func TestParseFactsRefuses(t *testing.T) {
 			data := strings.Replace(good, tt.from, tt.to, 1)
 			if tt.name == "trailing data" {
 				data = strings.TrimRight(good, "\n") + "\n{}"
+			}
+			if tt.name == "empty" {
+				data = " \n"
 			}
 			if data == good {
 				t.Fatalf("%q is not in the good facts", tt.from)
@@ -84,6 +104,7 @@ func FuzzParseFacts(f *testing.F) {
 	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"server","dropIns":{"a.yaml":"x"}}}`))
 	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"n","k3s":{"role":"agent","unitPath":["/a/../b"]}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"schema":"nodeprep.dev/node-facts/v1","name":"a","name":"b","k3s":{"role":"agent"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		facts, err := ParseFacts("fuzz.json", data)
 		if err != nil {
@@ -92,8 +113,11 @@ func FuzzParseFacts(f *testing.F) {
 			}
 			return
 		}
-		if facts.Schema != Schema || facts.Name == "" {
+		if facts.Schema != Schema || facts.Name == "" || noDuplicateKeys(data) != nil || !utf8.Valid(data) {
 			t.Fatalf("parsed %+v", facts)
+		}
+		if p := facts.Driver.Package; p != "" && !IsStorePath(p) {
+			t.Fatalf("driver package %q accepted", p)
 		}
 		for _, d := range facts.K3s.UnitPath {
 			if !filepath.IsAbs(d) || filepath.Clean(d) != d {
@@ -133,5 +157,21 @@ func TestNixFactsParse(t *testing.T) {
 	}
 	if !slices.Equal(cfg.Join.K3sUnitPath, f.K3s.UnitPath) {
 		t.Errorf("config join.k3sUnitPath = %q, facts k3s.unitPath = %q: want the same PATH", cfg.Join.K3sUnitPath, f.K3s.UnitPath)
+	}
+}
+
+// TestParseFactsBoundsUnitPath: a k3s unit PATH of more directories than
+// any unit has is refused, naming the bound (each is looked in, and named
+// in the handler finding).
+func TestParseFactsBoundsUnitPath(t *testing.T) {
+	t.Parallel()
+	dirs := make([]string, MaxUnitPath+1)
+	for i := range dirs {
+		dirs[i] = fmt.Sprintf(`"/nix/store/%032d-p/bin"`, i)
+	}
+	data := strings.Replace(string(goodFacts(t)), `"unitPath": [`, `"unitPath": [`+strings.Join(dirs, ",")+",", 1)
+	_, err := ParseFacts("f.json", []byte(data))
+	if !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), "k3s.unitPath") {
+		t.Errorf("error %v, want malformed naming k3s.unitPath", err)
 	}
 }

@@ -20,6 +20,12 @@ import (
 // that runs nodeprep-cluster.
 type Extension func(*Env) *cobra.Command
 
+// NoHostConfig is the cobra annotation key of a command that reads no
+// config file of this machine (set it to "true"): one that judges a
+// configuration it is given (cluster check-node, whose config is in its
+// facts), which a config file where it runs must not change or fail.
+const NoHostConfig = "nodeprep.dev/no-host-config"
+
 // Env is what an Extension's commands see of the global flags
 // (--root, --config, -o, -v/-q) once they have been resolved, which is
 // before any RunE runs (PersistentPreRunE); reading it earlier gives the

@@ -121,6 +121,13 @@ func (g *globals) setup(cmd *cobra.Command) error {
 	if cmd.Name() == "version" || cmd.Name() == "man" || cmd.Name() == "__complete" || cmd.HasSubCommands() || cmd.HasParent() && cmd.Parent().Name() == "completion" {
 		return nil
 	}
+	if cmd.Annotations[NoHostConfig] == "true" {
+		if g.configPath != "" {
+			return fault.Usage(fmt.Errorf("%s reads no config file: its configuration is in its input", cmd.CommandPath()))
+		}
+		g.cfg = config.Default(runtime.GOARCH)
+		return nil
+	}
 	host, err := hostfs.New(g.rootDir)
 	if err != nil {
 		return err

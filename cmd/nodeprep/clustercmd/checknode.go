@@ -58,10 +58,18 @@ against the node's taints and labels. Every line names the node.
 The Vulkan and EGL self-test and CUDA need a GPU: the output says they were
 not judged. --spec-file FILE judges that spec instead of the synthesised one.
 
-Exit status: 0 the node would be ready and the manifests fit it, 1 not,
-65 malformed facts (an unknown field is refused, naming it) or manifests.`,
+It reads the store paths the facts name and nothing else outside them (a
+link out of the store is not followed) and writes only its tree under
+$TMPDIR, removed on every exit; SIGTERM stops it with nothing judged.
+
+Exit status: 0 the node would be ready and the manifests fit it, 1 not
+(or stopped), 65 malformed facts (an unknown field is refused, naming it)
+or manifests, 69 the driver package is in no store on this machine.`,
 		Args: app.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
+		// The node's config is in the facts: the config file of the
+		// machine the check runs on is not read.
+		Annotations: map[string]string{app.NoHostConfig: "true"},
+		RunE:        func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.facts, "facts", "", "the facts file of the node configuration (JSON, schema nodeprep.dev/node-facts/v1)")
@@ -111,12 +119,12 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return fault.CantWrite(fmt.Errorf("the host tree: %w", err))
 	}
 	defer os.RemoveAll(dir)
-	root, err := fleet.Assemble(dir, facts, fleet.AssembleOptions{Stores: o.stores, Generate: gen, Inventory: inv})
+	root, err := fleet.Assemble(cmd.Context(), dir, facts, fleet.AssembleOptions{Stores: o.stores, Generate: gen, Inventory: inv})
 	var generated *fleet.GenerateError
 	if errors.As(err, &generated) && !errors.Is(err, fault.ErrUnavailable) {
 		err = nil // the check reports it: the node would have no spec
 	}
-	if err != nil {
+	if err := stopped(cmd.Context(), facts.Name, err); err != nil {
 		return err
 	}
 	rep, err := fleet.Check(cmd.Context(), root, facts, inv, fleet.CheckOptions{
@@ -135,7 +143,7 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 			return planned(rep, up), nil
 		},
 	})
-	if err != nil {
+	if err := stopped(cmd.Context(), facts.Name, err); err != nil {
 		return err
 	}
 	if err := env.Print(rep, func(w io.Writer) error { return writeCheckNodeText(w, rep) }); err != nil {
@@ -149,6 +157,15 @@ func (o *checkNodeOptions) run(cmd *cobra.Command, env *app.Env) error {
 		return err
 	}
 	return nil
+}
+
+// stopped is err, or, once ctx is done (SIGTERM or SIGINT), an error
+// saying the node was not judged: a judgement cut short is no verdict.
+func stopped(ctx context.Context, node string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: stopped before the judgement was done (%w): nothing judged", node, ctx.Err())
+	}
+	return err
 }
 
 // planned is up's plan as check-node reports it: each stage a check, the
@@ -166,6 +183,14 @@ func planned(rep *nodeprep.Report, up nodeprep.UpOptions) *fleet.Planned {
 			res.Problems = append(res.Problems, sev+reason)
 		}
 		switch {
+		case st.Status == nodeprep.StatusFailed:
+			// On the node up writes nothing when a stage's plan fails; here
+			// nothing is ever written, and what matters is that up stops.
+			rest := strings.TrimSpace(strings.NewReplacer("invalid input: nothing written", "", "nothing written, ", "", ": nothing written", "").Replace(res.Summary))
+			res.Summary = "up would stop here at boot"
+			if rest != "" {
+				res.Summary += ": " + rest
+			}
 		case st.Name == nodeprep.StageSelftest:
 			res.Summary = "not run: no GPU"
 		case st.Name == nodeprep.StageCDI && res.Summary == "" && rep.CDI != nil:

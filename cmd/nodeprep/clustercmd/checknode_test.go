@@ -2,12 +2,17 @@ package clustercmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodeprep/nodeprep/cmd/nodeprep/app"
 )
 
 var fleetCorpus = filepath.Join("..", "..", "..", "testdata", "fleet")
@@ -194,5 +199,83 @@ func TestCheckNodeDocExamples(t *testing.T) {
 		if !elided && j != len(out) {
 			t.Errorf("the example of %s stops before the output does:\n%s", name, stdout)
 		}
+	}
+}
+
+// TestCheckNodeSaysNoTreePath: when the generator refuses the facts (the
+// good case's generator arguments, without --spec-file, name no
+// nvidia-cdi-hook) the stages that had no spec say so in the node's
+// paths, not in the throw-away tree's on this machine, and a stage the
+// failure skipped says why.
+func TestCheckNodeSaysNoTreePath(t *testing.T) {
+	t.Parallel()
+	args := checkNodeArgs(filepath.Join(fleetCorpus, "good"))
+	i := slices.Index(args, "--spec-file")
+	args = slices.Delete(args, i, i+2)
+	for _, format := range []string{"text", "json"} {
+		out, errOut, code := clusterRun(t, "", append(args, "-o", format)...)
+		if code != 1 || !strings.Contains(out, "the toolkit's generator would write no CDI spec") {
+			t.Fatalf("-o %s: exit %d, want 1 with the generator's refusal:\n%s%s", format, code, out, errOut)
+		}
+		if strings.Contains(out+errOut, "nodeprep-check-node-") {
+			t.Errorf("-o %s names the throw-away tree:\n%s", format, out)
+		}
+		if format == "text" && regexp.MustCompile(`(?m)^gpu-01: - \S+ *$`).MatchString(out) {
+			t.Errorf("a skipped check says nothing:\n%s", out)
+		}
+	}
+}
+
+// TestCheckNodeManifestsWithNothingToJudge: --manifests whose documents
+// are no workload (or a directory with none) is a warning saying so, not
+// "no manifests" as if none were given.
+func TestCheckNodeManifestsWithNothingToJudge(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cm.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := checkNodeArgs(filepath.Join(fleetCorpus, "generated"))
+	i := slices.Index(args, "--manifests")
+	args = slices.Delete(args, i, i+2) // the case's own
+	for _, m := range []string{dir, t.TempDir()} {
+		out, errOut, code := clusterRun(t, "", append(slices.Clone(args), "--manifests", m)...)
+		if code != 0 || !strings.Contains(out, "! cluster check  nothing to judge in the manifests given") || strings.Contains(out, "no manifests") {
+			t.Errorf("--manifests %s: exit %d, want 0 with a warning that nothing was judged:\n%s%s", m, code, out, errOut)
+		}
+	}
+}
+
+// TestCheckNodeReadsNoHostConfig: the config file of the machine the
+// check runs on (here a malformed one under --root) neither fails nor
+// changes the judgement: the node's config is in its facts.
+func TestCheckNodeReadsNoHostConfig(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc", "nodeprep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "nodeprep", "config.yaml"), []byte("cdi: [not, a, map\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := clusterRun(t, "", checkNodeArgs(filepath.Join(fleetCorpus, "good"), "--root", root)...)
+	if code != 0 {
+		t.Errorf("exit %d with a malformed config file on this machine, want 0:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestCheckNodeStopped: once the command's context is done (SIGTERM or
+// SIGINT), the judgement cut short is no verdict: an error naming the
+// node, exit 1, whatever the judgement returned; before, errors pass.
+func TestCheckNodeStopped(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := stopped(ctx, "gpu-01", nil); err != nil {
+		t.Errorf("stopped before the context is done: %v", err)
+	}
+	cancel()
+	err := stopped(ctx, "gpu-01", nil)
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "gpu-01: stopped") || app.ExitCode(err) != 1 {
+		t.Errorf("stopped after SIGTERM: %v (exit %d), want an error naming the node, exit 1", err, app.ExitCode(err))
 	}
 }
