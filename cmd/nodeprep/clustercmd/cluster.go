@@ -321,7 +321,11 @@ pool label, 65 for malformed input: a manifest that does not decode, or a
 FIFO, socket, device or dangling symlink where a manifest file should be
 (only regular files are read).`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && cmd.Flags().Changed("kubeconfig") {
+			if cmd.Flags().Changed("kubeconfig") {
+				if len(args) != 0 {
+					// Both would judge one and silently drop the other.
+					return fault.Usage(fmt.Errorf("cluster check takes either FILE|DIR|- or --kubeconfig FILE, not both (got --kubeconfig and %q): the files, or the live cluster", args[0]))
+				}
 				return nil
 			}
 			if len(args) != 1 {

@@ -765,3 +765,19 @@ func TestClusterCheckBadNodePoolValues(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterCheckKubeconfigAndFiles: `cluster check --kubeconfig K DIR`
+// is a usage error (exit 2) naming both, not a check of DIR that drops
+// the kubeconfig without a word (and never reaches the cluster).
+func TestClusterCheckKubeconfigAndFiles(t *testing.T) {
+	t.Parallel()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join("..", "..", "..", "testdata", "fleet", "good", "manifests")
+	out, errOut, code := clusterRun(t, "", "cluster", "check", "--pool-label", "nodeprep.dev/pool=gpu", "--kubeconfig", kc, dir)
+	if code != 2 || !strings.Contains(errOut, "not both") {
+		t.Errorf("exit %d, want 2 saying not both:\n%s%s", code, out, errOut)
+	}
+}
