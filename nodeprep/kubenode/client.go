@@ -202,6 +202,7 @@ func newAPI(cred Credential) (*API, *x509.Certificate, error) {
 		return nil, nil, err
 	}
 	u, _ := url.Parse(cred.Server)
+	u.User = nil // never a basic-authentication header (see ParseAnyKubeconfig)
 	cfg := &tls.Config{ServerName: cred.ServerName, MinVersion: tls.VersionTLS12}
 	var leaf *x509.Certificate
 	if len(cred.Cert) > 0 || len(cred.Key) > 0 {
@@ -283,9 +284,27 @@ func NodeName(cert *x509.Certificate) (string, error) {
 func checkServer(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("kubeconfig server %q: %w", s, errNotHTTPS)
+		return fmt.Errorf("kubeconfig server %s: %w", serverText(s), errNotHTTPS)
 	}
 	return nil
+}
+
+// serverText is a server URL for a message, quoted, without its user
+// information (user:password@, or a token as the user name), which is
+// a credential: a URL that does not parse and has an '@' in it is not
+// quoted at all.
+func serverText(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil && strings.Contains(s, "@"):
+		return "(not quoted: it does not parse as a URL and may hold a password)"
+	case err != nil:
+		return strconv.Quote(s)
+	case u.User != nil:
+		u.User = nil
+		return strconv.Quote(u.String()) + " (its user information left out)"
+	}
+	return strconv.Quote(s)
 }
 
 // Reason is the condition's reason for a verdict: ReasonHealthy when
