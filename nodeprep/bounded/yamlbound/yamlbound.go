@@ -122,6 +122,23 @@ func (b *Budget) CheckFirst(data []byte, limit int64) error {
 	if err != nil {
 		return err
 	}
+	return b.draw(size)
+}
+
+// Check is the package's Check(data, limit), and then draws what every
+// document of data that holds an alias expands to from b. Errors as
+// CheckFirst's.
+func (b *Budget) Check(data []byte, limit int64) error {
+	size, err := check(data, limit, false)
+	if err != nil {
+		return err
+	}
+	return b.draw(size)
+}
+
+// draw takes size from b: an error wrapping ErrExpands when that is more
+// than b has left.
+func (b *Budget) draw(size int64) error {
 	b.used = addSat(b.used, size)
 	if b.used > b.limit {
 		return fmt.Errorf("the documents before it and this one expand to %s with their aliases, more than the %s all of them may expand to: %w",
