@@ -118,3 +118,43 @@ for kind in fifo parent; do
   esac
   row "$desc" 0 -- scripts/hardening/watch-scenario.sh "$kind" "$HROOT"
 done
+
+# YAML alias budgets: documents each within their own expansion limit,
+# many of them. The manifest stream runs under the 2 GiB address-space
+# cap; the drop-ins row exits 99 when its peak RSS is over 256 MiB.
+python3 - "$WORK/stream.yaml" <<'PY'
+import sys
+doc = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: d%d, namespace: default}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      containers:
+      - name: c
+        image: registry.example/app:1
+        env: [{name: X, value: &a "%s"}]
+        args: [%s]
+"""
+open(sys.argv[1], "w").write("---\n".join(doc % (i, "x" * 20000, ", ".join(["*a"] * 3000)) for i in range(60)))
+PY
+row "cluster check: 60 Deployments of a 20 KB string aliased 3,000 times (1.9 MB, each within its own 64 MiB limit)" 65 -- \
+  bash -c 'ulimit -v 2097152; exec "$@"' capped timeout -k 1 60 "$NODEPREP_CLUSTER" cluster check --pool-label a=b "$WORK/stream.yaml"
+rm -f "$WORK/stream.yaml"
+cat >"$WORK/rss.sh" <<'SH'
+f=$(dirname "$0")/.row/rss # beside the row's own outputs, not counted
+/usr/bin/time -f '%M' -o "$f" "$@"; rc=$?
+[ "$(tail -n1 "$f")" -gt 262144 ] && { echo "peak RSS $(tail -n1 "$f") KiB, over 256 MiB" >&2; exit 99; }
+exit $rc
+SH
+rm -rf "$HROOT" && mkdir -p "$HROOT" && cp -a testdata/hosts/nixos-h200/. "$HROOT/"
+mkdir -p "$HROOT/etc/rancher/k3s/config.yaml.d"
+python3 - "$HROOT/etc/rancher/k3s/config.yaml.d" <<'PY'
+import sys
+for i in range(50):
+    open("%s/%02d.yaml" % (sys.argv[1], i), "w").write('x: &a "k=%s"\nnode-label+: [%s]\n' % ("v" * 3900, ", ".join(["*a"] * 1900)))
+PY
+row "join: 50 k3s drop-ins of a 4 KB label aliased 1,900 times (604 KB, each within its own 8 MiB limit; exit 99: peak RSS over 256 MiB)" 65 -- \
+  bash "$WORK/rss.sh" "$NODEPREP" --root "$HROOT" join --simulate dgx-h200
