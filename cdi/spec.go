@@ -79,6 +79,18 @@ func CheckExpansion(data []byte) error {
 	return yamlbound.Check(data, yamlbound.MaxCDISpec)
 }
 
+// CheckExpansionWithin is CheckExpansion that also draws what the YAML
+// spec's aliases expand it to from budget, which the specs of one view
+// share (yamlbound.Budget): each spec within yamlbound.MaxCDISpec, ten of
+// 200 KB took 1 GiB together. Errors as CheckExpansion's, and the
+// budget's (wrapping yamlbound.ErrExpands).
+func CheckExpansionWithin(data []byte, budget *yamlbound.Budget) error {
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		return nil
+	}
+	return budget.Check(data, yamlbound.MaxCDISpec)
+}
+
 // parseJSONSpec decodes one JSON object into a spec with Kubernetes'
 // strict JSON decoder (sigs.k8s.io/json): field names matched with case,
 // unknown and duplicate fields refused, as yaml.v3's known-fields mode

@@ -79,8 +79,10 @@ func (r *RepatchResult) Changed() bool { return len(r.Wrote) > 0 || r.StatusWrit
 // (cdi.ErrSpecChanged after repatchTries plans), and the outputs' writes
 // (fault.ErrCantWrite). A view whose findings are errors is not an error:
 // it is the report's verdict, and Report.Err is set. A named spec that is
-// gone is both (specGone): the read error is returned with a result whose
-// report says not ready.
+// gone, and a view that cannot be loaded (fault.ErrMalformed: a spec
+// directory that is not one, a spec file that is not a regular file),
+// are both (viewFailed): the error is returned with a result whose report
+// says not ready.
 func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*RepatchResult, error) {
 	opts.Now, opts.Log = defaults(opts.Now, opts.Log)
 	start := opts.Now()
@@ -100,7 +102,13 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	var err error
 	if res.Patch, res.Wrote, res.Files, res.Retries, err = patchView(ctx, host, copts, opts.Log); err != nil {
 		if prev != nil && errors.Is(err, fs.ErrNotExist) && !host.Exists(copts.Spec) {
-			return specGone(host, prev, err, opts, start)
+			return viewFailed(host, prev, err, opts.CDI.Spec+" not patched: it is gone", opts, start)
+		}
+		if prev != nil && errors.Is(err, fault.ErrMalformed) {
+			// What health's cdi stage fails on too (a spec directory that
+			// is a file, a FIFO named *.json): not ready now, not at the
+			// next health run.
+			return viewFailed(host, prev, err, "the CDI specs were not patched: the view cannot be read", opts, start)
 		}
 		return nil, err
 	}
@@ -123,15 +131,17 @@ func Repatch(ctx context.Context, host *hostfs.Root, opts RepatchOptions) (*Repa
 	return res, nil
 }
 
-// specGone is a re-patch's result when the spec `up` patched (opts.CDI.Spec)
-// does not exist any more, removed or a link to nothing, and there is a
-// status report: the cdi stage fails with err, the read error health gives
-// for the same spec, so status.json and nodeprep_ready turn not ready now,
-// naming the spec, rather than at the next health run. The status and
-// metrics are written when the verdict changed. It returns the result
-// (Patch nil, Report set) and err, or the write's error.
-func specGone(host *hostfs.Root, prev *Report, err error, opts RepatchOptions, start time.Time) (*RepatchResult, error) {
-	st := StageResult{Name: StageCDI, Status: StatusFailed, Summary: opts.CDI.Spec + " not patched: it is gone", Reasons: []string{err.Error()}}
+// viewFailed is a re-patch's result when the view could not be patched
+// for a reason health's cdi stage fails on too, and there is a status
+// report: the spec `up` patched (opts.CDI.Spec) does not exist any more,
+// removed or a link to nothing, or the view cannot be loaded. The cdi
+// stage fails with err (summary says what), so status.json and
+// nodeprep_ready turn not ready now, naming the cause, rather than at the
+// next health run. The status and metrics are written when the verdict
+// changed. It returns the result (Patch nil, Report set) and err, or the
+// write's error.
+func viewFailed(host *hostfs.Root, prev *Report, err error, summary string, opts RepatchOptions, start time.Time) (*RepatchResult, error) {
+	st := StageResult{Name: StageCDI, Status: StatusFailed, Summary: summary, Reasons: []string{err.Error()}}
 	st.DurationMS = ms(opts.Now().Sub(start))
 	rep := rejudge(prev, st, opts, start)
 	rep.CDI, rep.FilesChanged = nil, []string{}

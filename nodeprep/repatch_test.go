@@ -19,6 +19,7 @@ import (
 	"github.com/nodeprep/nodeprep/cdi/specwatch"
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/containerd"
+	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
@@ -368,5 +369,45 @@ func TestFoldRuntime(t *testing.T) {
 				t.Errorf("got %s %q %q, want %s %q %q", st.Status, first, st.Reasons, tt.wantStatus, tt.wantFirst, tt.wantReasons)
 			}
 		})
+	}
+}
+
+// TestRepatchViewMalformed: after boot, a spec directory holds what the
+// view cannot be loaded with (a FIFO named *.json): the re-patch turns
+// the status and the metric not ready at once, naming it, as health
+// would at its next run (before, status.json said ready until then), and
+// the node is ready again once it is gone.
+func TestRepatchViewMalformed(t *testing.T) {
+	host := testkit.HostTree(t, "nixos-h200")
+	bootStatus(t, host, true)
+	ctx := context.Background()
+	if _, err := Repatch(ctx, host, repatchOptions()); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := host.Path("/etc/cdi")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "evil.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Repatch(ctx, host, repatchOptions())
+	if !errors.Is(err, fault.ErrMalformed) || res == nil || !res.StatusWritten {
+		t.Fatalf("with a FIFO in /etc/cdi: err %v, result %+v", err, res)
+	}
+	s := readStatus(t, host, "/run/nodeprep/status.json")
+	if s.Ready || !strings.Contains(s.Verdict, "evil.json") {
+		t.Errorf("status with a FIFO in /etc/cdi: ready %v, verdict %q", s.Ready, s.Verdict)
+	}
+	prom, _ := host.ReadFile("/run/nodeprep/nodeprep.prom", bounded.MaxStatus)
+	if !strings.Contains(string(prom), "nodeprep_ready 0") {
+		t.Errorf("metrics with a FIFO in /etc/cdi:\n%s", prom)
+	}
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Repatch(ctx, host, repatchOptions()); err != nil || !res.Report.Ready || !res.StatusWritten {
+		t.Errorf("with the FIFO gone: err %v, ready %v", err, res != nil && res.Report != nil && res.Report.Ready)
 	}
 }

@@ -239,20 +239,27 @@ func scanDirs(host *hostfs.Root, dirs []string) (machine []string, files [][]str
 	return machine, files, nil
 }
 
+// maxViewExpansion is what the YAML aliases of all the specs of one view
+// (Load, NewCache) may expand them to together: yamlbound.MaxCDISpec,
+// what one spec may. The tests lower it.
+var maxViewExpansion int64 = yamlbound.MaxCDISpec
+
 // NewCache loads the CDI library's cache over dirs (host paths, lowest
 // priority first) resolved under host, without watching them, and returns
 // it with the machine directory of each host directory, for injecting
 // devices into an OCI spec (selftest/container). Its files are checked first as
 // scanDirs checks them (fault.ErrMalformed for a FIFO or a huge spec), and
-// for YAML aliases that expand past yamlbound.MaxCDISpec
-// (cdi.CheckExpansion; fault.ErrMalformed wrapping yamlbound.ErrExpands).
+// for YAML aliases that expand past yamlbound.MaxCDISpec, each or all
+// of them together (cdi.CheckExpansionWithin; fault.ErrMalformed wrapping
+// yamlbound.ErrExpands).
 func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error) {
 	machine, files, err := scanDirs(host, dirs)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The library decodes every spec with yaml.v3, aliases expanded:
-	// bound them first.
+	// bound them first, each and all together.
+	budget := yamlbound.NewBudget(maxViewExpansion)
 	for i, names := range files {
 		for _, name := range names {
 			hp := path.Join(dirs[i], name)
@@ -260,7 +267,7 @@ func NewCache(host *hostfs.Root, dirs []string) (*cdilib.Cache, []string, error)
 			if err != nil {
 				continue // the library reports what it cannot read
 			}
-			if err := cdi.CheckExpansion(data); err != nil {
+			if err := cdi.CheckExpansionWithin(data, budget); err != nil {
 				return nil, nil, fault.Malformed(fmt.Errorf("loading CDI specs from %q: %s: %w", dirs[i], name, err))
 			}
 		}
@@ -316,7 +323,10 @@ type scanned struct {
 // validation, in pieces (cdi.ValidateSpec); the rules between files are
 // the library's (pkg/cdi Cache.refresh): a device name two files in one
 // directory declare is a conflict, and the library drops it; a later
-// directory's device wins over an earlier one's (shadowing).
+// directory's device wins over an earlier one's (shadowing). A spec
+// other than the named one whose YAML aliases take what the view's specs
+// expand to past yamlbound.MaxCDISpec is refused as the library would
+// refuse it (cdi.CheckExpansionWithin), a warning.
 func Load(host *hostfs.Root, dirs []string, named string) (*View, error) {
 	return load(host, dirs, named, true)
 }
@@ -346,6 +356,7 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 	}
 
 	var all []scanned
+	budget := yamlbound.NewBudget(maxViewExpansion)
 	for prio, names := range files {
 		for _, name := range names {
 			hp := path.Join(dirs[prio], name)
@@ -355,6 +366,11 @@ func load(host *hostfs.Root, dirs []string, named string, validateNamed bool) (*
 			data, err := host.ReadFile(hp, bounded.MaxCDISpec)
 			v.bytes += len(data)
 			var raw *specs.Spec
+			if err == nil && hp != named {
+				// The named spec is bounded by its own limit alone: the
+				// others cannot take its share.
+				err = cdi.CheckExpansionWithin(data, budget)
+			}
 			if err == nil {
 				raw, err = cdi.ParseSpec(data)
 				if err != nil && hp != named && !errors.Is(err, yamlbound.ErrExpands) {

@@ -405,7 +405,28 @@ const maxLinks = 40
 // are removed; a watch whose path now names another directory is set up
 // again. Errors: a path that cannot be resolved under the root, a
 // spec directory with no existing parent, inotify's limits (ErrLimit).
+//
+// A directory is looked at before the watch of the directory holding it
+// is added, so what is created between the two (mkdir -p making a parent
+// and the spec directory in one go) comes with no event: whenever a look
+// added a watch, arm looks again, until a look adds none (at most once
+// per step on the way, maxLinks+1 looks).
 func (wt *watcher) arm() error {
+	for range maxLinks + 1 {
+		added, err := wt.armOnce()
+		if err != nil || !added {
+			return err
+		}
+	}
+	return nil
+}
+
+// afterScan, when set (tests), runs in armOnce between looking at the
+// paths and adding the watches.
+var afterScan func()
+
+// armOnce is one look of arm; added says whether it added a watch.
+func (wt *watcher) armOnce() (added bool, err error) {
 	dirs := map[string]string{}
 	anchors := map[string]map[string]bool{}
 	anchor := func(dir, name string) {
@@ -419,13 +440,13 @@ func (wt *watcher) arm() error {
 		for range maxLinks {
 			parent, err := wt.host.Path(path.Dir(cur))
 			if err != nil {
-				return fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
+				return false, fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
 			}
 			name := path.Base(cur)
 			if st, err := os.Stat(parent); err != nil || !st.IsDir() {
 				dir, next, err := wt.existingParent(parent)
 				if err != nil {
-					return fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
+					return false, fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
 				}
 				anchor(dir, next)
 				break
@@ -444,7 +465,7 @@ func (wt *watcher) arm() error {
 				if !path.IsAbs(target) {
 					hostParent, err := wt.host.Resolve(path.Dir(cur))
 					if err != nil {
-						return fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
+						return false, fmt.Errorf("watching CDI spec directory %q: %w", hd, err)
 					}
 					target = path.Join(hostParent, target)
 				}
@@ -456,6 +477,9 @@ func (wt *watcher) arm() error {
 			}
 			break
 		}
+	}
+	if afterScan != nil {
+		afterScan()
 	}
 	want := map[string]bool{}
 	for p := range dirs {
@@ -496,15 +520,16 @@ func (wt *watcher) arm() error {
 			err = fmt.Errorf("watching CDI spec directory %s: %w", p, LimitError("inotify_add_watch", err))
 			if errors.Is(err, ErrLimit) {
 				wt.dirs, wt.anchors = dirs, anchors
-				return err // the next would say the same
+				return added, err // the next would say the same
 			}
 			errs = append(errs, err)
 			continue
 		}
 		wt.watched[p] = id
+		added = true
 	}
 	wt.dirs, wt.anchors = dirs, anchors
-	return errors.Join(errs...)
+	return added, errors.Join(errs...)
 }
 
 // existingParent is the nearest existing directory above p (a machine

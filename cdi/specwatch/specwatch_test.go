@@ -3,6 +3,7 @@ package specwatch
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -453,5 +455,37 @@ func TestLimitError(t *testing.T) {
 	}
 	if err := LimitError("inotify_add_watch", unix.EACCES); err != unix.EACCES {
 		t.Errorf("EACCES: %v", err)
+	}
+}
+
+// TestArmLooksAgainAfterNewWatch: a spec directory made after arm looked
+// at its parent but before the parent's watch was added (mkdir -p of both
+// racing the watcher) comes with no event; arm looks again after adding a
+// watch and watches it. Before, the watcher stayed deaf to it.
+func TestArmLooksAgainAfterNewWatch(t *testing.T) {
+	// Not parallel: it sets afterScan.
+	root := t.TempDir()
+	must(t, os.Mkdir(filepath.Join(root, "etc"), 0o755))
+	host, err := hostfs.New(root)
+	must(t, err)
+	fw, err := fsnotify.NewWatcher()
+	must(t, err)
+	defer fw.Close() //nolint:errcheck // test
+	wt := &watcher{host: host, w: fw, log: slog.New(slog.DiscardHandler), hostDirs: []string{"/etc/cdi"}, ours: map[string]identity{}, watched: map[string]dirID{}}
+	made := false
+	afterScan = func() {
+		if !made {
+			made = true
+			must(t, os.Mkdir(filepath.Join(root, "etc/cdi"), 0o755))
+		}
+	}
+	defer func() { afterScan = nil }()
+	must(t, wt.arm())
+	spec := filepath.Join(root, "etc/cdi")
+	if _, ok := wt.dirs[spec]; !ok {
+		t.Fatalf("spec directories %v; want %s, made while arm ran", wt.dirs, spec)
+	}
+	if !slices.Contains(fw.WatchList(), spec) {
+		t.Fatalf("watches %v; want %s", fw.WatchList(), spec)
 	}
 }

@@ -88,8 +88,10 @@ type typeMeta struct {
 // more than bounded.MaxClusterManifests bytes (64 MiB) is refused before
 // any of it is decoded (an error wrapping bounded.ErrTooLarge), as is a
 // document of more than bounded.MaxClusterDocument (16 MiB), one whose
-// aliases expand it past yamlbound.MaxClusterDocument (wrapping
-// yamlbound.ErrExpands), and a stream holding a NUL byte. Errors name
+// aliases expand it past yamlbound.MaxClusterDocument, or the documents
+// holding aliases so far past it together (both wrapping
+// yamlbound.ErrExpands; ReadFS counts the documents of all its files),
+// and a stream holding a NUL byte. Errors name
 // the document, are one line, and are marked fault.ErrMalformed.
 func Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 	return Reader{}.Read(name, r)
@@ -111,6 +113,11 @@ type Reader struct {
 	// errors name files by Dir joined with their fsys path, so that a
 	// message names the path the user gave. Sources are not changed.
 	Dir string
+
+	// budget is what the aliases of every document one Read or ReadFS
+	// reads may expand them to together: yamlbound.MaxClusterDocument,
+	// what one document may expand to.
+	budget *yamlbound.Budget
 }
 
 // display names the fsys path p in ReadFS's messages: joined to rd.Dir.
@@ -139,6 +146,9 @@ const KindNodeprepConfig = "NodeprepConfig"
 
 // Read is the package's Read with r's recognisers.
 func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
+	if rd.budget == nil {
+		rd.budget = yamlbound.NewBudget(yamlbound.MaxClusterDocument)
+	}
 	// The whole stream first, bounded: the YAML reader gathers a document
 	// (and a line) whole, so a stream of one endless line would take its
 	// size in memory before a document's size could be judged.
@@ -171,7 +181,7 @@ func (rd Reader) Read(name string, r io.Reader) ([]Object, []Skipped, error) {
 		src := fmt.Sprintf("%s#%d", name, n)
 		// Before YAMLToJSONStrict, which writes every alias out in full
 		// (a 200 KB manifest took 1.6 GiB).
-		if err := yamlbound.CheckFirst(doc, yamlbound.MaxClusterDocument); err != nil {
+		if err := rd.budget.CheckFirst(doc, yamlbound.MaxClusterDocument); err != nil {
 			return nil, nil, fault.Malformed(fmt.Errorf("reading manifest %s: %w", src, err))
 		}
 		js, err := yaml.YAMLToJSONStrict(doc)
@@ -561,6 +571,9 @@ func ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
 
 // ReadFS is the package's ReadFS with rd's recognisers.
 func (rd Reader) ReadFS(fsys fs.FS, name string) ([]Object, []Skipped, error) {
+	if rd.budget == nil { // one for all the files
+		rd.budget = yamlbound.NewBudget(yamlbound.MaxClusterDocument)
+	}
 	st, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, nil, fault.Unavailable(fmt.Errorf("reading manifests %q: %w", rd.display(name), rd.pathErr(err)))

@@ -111,7 +111,9 @@ func (o Options) dataDir(eff *Effective) (string, string) {
 //   - a quote that is never closed takes everything to the end of the
 //     file, later lines included, into the value: those lines set nothing;
 //   - a key or value that is not valid UTF-8 makes systemd refuse the
-//     file.
+//     file, and so does a NUL byte anywhere in it (systemd reads the file
+//     as one C string: src/basic/fileio.c, read_full_stream_full, refuses
+//     an embedded NUL with EBADMSG).
 //
 // It returns the variables, a later line winning, or an error naming the
 // line and, when it can be told, the key (unmarked; LoadEnvironment marks
@@ -135,6 +137,9 @@ func ParseEnvironmentFile(data []byte) (map[string]string, error) {
 		comment
 		commentEscape
 	)
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		return nil, fmt.Errorf("line %d: has a NUL byte: systemd refuses a file with one (the line is not shown, it may hold a secret)", bytes.Count(data[:i], []byte("\n"))+1)
+	}
 	env := map[string]string{}
 	state := preKey
 	var key, value []byte

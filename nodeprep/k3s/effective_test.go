@@ -118,6 +118,14 @@ func TestParseEnvironmentFile(t *testing.T) {
 			t.Errorf("%q: no error", bad)
 		}
 	}
+	// A NUL byte anywhere, a value's or a comment's: systemd reads the
+	// file as a C string and refuses one with a NUL in it (fileio.c
+	// read_full_stream_full: EBADMSG), so k3s does not start.
+	for _, bad := range []string{"K3S_TOKEN=abc\x00def\n", "# \x00\nA=1\n", "A='\x00'\n"} {
+		if _, err := ParseEnvironmentFile([]byte(bad)); err == nil || !strings.Contains(err.Error(), "NUL") {
+			t.Errorf("%q: error %v; want one naming the NUL byte", bad, err)
+		}
+	}
 }
 
 func FuzzParseEnvironmentFile(f *testing.F) {

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -31,7 +32,9 @@ import (
 //     with a warning, and the node registers without those labels.
 //
 // Errors (the second result): the file is larger than
-// bounded.MaxK3sConfig or is not YAML (fault.ErrMalformed).
+// bounded.MaxK3sConfig, expands through its aliases past
+// yamlbound.MaxK3sConfig (yamlbound.ErrExpands), or is not YAML
+// (fault.ErrMalformed).
 func KubeletConfigFindings(source string, data []byte, eff *Effective) ([]error, error) {
 	if len(data) > bounded.MaxK3sConfig {
 		return nil, fault.Malformed(fmt.Errorf("reading kubelet config %q: %w", source, bounded.ErrTooLarge))
@@ -43,6 +46,12 @@ func KubeletConfigFindings(source string, data []byte, eff *Effective) ([]error,
 			Effect string `yaml:"effect"`
 		} `yaml:"registerWithTaints"`
 		NodeLabels map[string]string `yaml:"nodeLabels"`
+	}
+	// Before yaml.v3 expands it: one taint with a long key aliased
+	// thousands of times is a small file that decodes, and is judged
+	// entry by entry, to gigabytes.
+	if err := yamlbound.CheckFirst(data, yamlbound.MaxK3sConfig); err != nil {
+		return nil, fault.Malformed(fmt.Errorf("reading kubelet config %q: %w", source, err))
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&kc); err != nil && !errors.Is(err, io.EOF) {

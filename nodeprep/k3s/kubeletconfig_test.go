@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/bounded/yamlbound"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 )
 
@@ -45,6 +46,19 @@ func TestKubeletConfigFindings(t *testing.T) {
 	}
 	if _, err := KubeletConfigFindings("k.conf", []byte("registerWithTaints: {a: [\n"), ours); !errors.Is(err, fault.ErrMalformed) {
 		t.Errorf("malformed YAML: %v, want malformed", err)
+	}
+}
+
+// TestKubeletConfigFindingsAliasBomb: a kubelet config whose one taint,
+// with a 20 KB key, is aliased 1,000 times (a 25 KB file that decodes to
+// 20 MB, and 4,000 times that took 2.3 GiB in check-node) is refused as
+// malformed before yaml.v3 expands it, naming the file.
+func TestKubeletConfigFindingsAliasBomb(t *testing.T) {
+	t.Parallel()
+	data := "registerWithTaints:\n- &t {key: " + strings.Repeat("k", 20000) + ", effect: NoSchedule}\n" + strings.Repeat("- *t\n", 1000)
+	errs, err := KubeletConfigFindings("k.conf", []byte(data), &Effective{})
+	if !errors.Is(err, fault.ErrMalformed) || !errors.Is(err, yamlbound.ErrExpands) || !strings.Contains(err.Error(), "k.conf") {
+		t.Fatalf("error %v (and %d findings), want it malformed, naming k.conf and what it expands to", err, len(errs))
 	}
 }
 

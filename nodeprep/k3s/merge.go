@@ -221,7 +221,9 @@ type Effective struct {
 // The files (k3s pkg/configfilearg readConfigFile), in the order given
 // (ReadFiles' order):
 //   - a file whose first document expands, aliases expanded, past
-//     yamlbound.MaxK3sConfig is refused before it is decoded;
+//     yamlbound.MaxK3sConfig is refused before it is decoded, and so is
+//     the file whose aliases take the files read so far past it together
+//     (a yamlbound.Budget);
 //   - each is read as k3s reads it: YAML 1.1 with gopkg.in/yaml.v2
 //     (go.yaml.in/yaml/v2 here, the same code) into an ordered map; only
 //     the first document counts, a key may repeat (the later wins), and a
@@ -391,12 +393,16 @@ func (e *Effective) readFiles(files []File) ([]argWord, error) {
 	values := map[string]*yamlValue{}
 	var order []string
 	lastKey := map[string]string{} // key → the key as last written, "+" included
+	// What every file's aliases expand it to, together, is what one file
+	// may expand to: each is bounded on its own too, but 50 drop-ins of
+	// 12 KB, each 7.6 MB expanded, took 1 GiB.
+	budget := yamlbound.NewBudget(yamlbound.MaxK3sConfig)
 	for _, f := range files {
 		e.Files = append(e.Files, f.Path)
 		// Before yaml.v2, which would expand every alias (a 212 KB file
 		// of one 200 KB string aliased 4,000 times took 1 GiB); only the
 		// first document, the one yaml.v2 and k3s read.
-		if err := yamlbound.CheckFirst(f.Data, yamlbound.MaxK3sConfig); err != nil {
+		if err := budget.CheckFirst(f.Data, yamlbound.MaxK3sConfig); err != nil {
 			return nil, fault.Malformed(fmt.Errorf("k3s config %q: %w", f.Path, err))
 		}
 		var doc yaml2.MapSlice

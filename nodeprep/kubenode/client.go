@@ -202,6 +202,7 @@ func newAPI(cred Credential) (*API, *x509.Certificate, error) {
 		return nil, nil, err
 	}
 	u, _ := url.Parse(cred.Server)
+	u.User = nil // never a basic-authentication header (see ParseAnyKubeconfig)
 	cfg := &tls.Config{ServerName: cred.ServerName, MinVersion: tls.VersionTLS12}
 	var leaf *x509.Certificate
 	if len(cred.Cert) > 0 || len(cred.Key) > 0 {
@@ -283,9 +284,27 @@ func NodeName(cert *x509.Certificate) (string, error) {
 func checkServer(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("kubeconfig server %q: %w", s, errNotHTTPS)
+		return fmt.Errorf("kubeconfig server %s: %w", serverText(s), errNotHTTPS)
 	}
 	return nil
+}
+
+// serverText is a server URL for a message, quoted, without its user
+// information (user:password@, or a token as the user name), which is
+// a credential: a URL that does not parse and has an '@' in it is not
+// quoted at all.
+func serverText(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil && strings.Contains(s, "@"):
+		return "(not quoted: it does not parse as a URL and may hold a password)"
+	case err != nil:
+		return strconv.Quote(s)
+	case u.User != nil:
+		u.User = nil
+		return strconv.Quote(u.String()) + " (its user information left out)"
+	}
+	return strconv.Quote(s)
 }
 
 // Reason is the condition's reason for a verdict: ReasonHealthy when
@@ -563,6 +582,12 @@ const ListPageSize = 500
 // maxList is bounded.MaxAPIList; the tests lower it.
 var maxList = bounded.MaxAPIList
 
+// minPageCharge is the least a page counts toward maxList, in bytes: an
+// API server may answer a page with fewer objects than asked for, even
+// none, and a continue token (a label selector that matches few of
+// many objects), but not without end.
+const minPageCharge = 4 << 10
+
 // List reads the list at path (e.g. "/api/v1/nodes"), with query's
 // parameters (labelSelector, fieldSelector; nil for none), page by page, as
 // the API server pages a LIST (Kubernetes API concepts, "Retrieving
@@ -571,12 +596,16 @@ var maxList = bounded.MaxAPIList
 // item with each object's JSON, in order; an error of item ends the list
 // with it. Each response is bounded by bounded.MaxAPIResponse (a larger
 // one is asked for again in smaller pages) and all of them together by
-// bounded.MaxAPIList. Errors (fault.ErrUnavailable): Get's (a 404, when
-// the API is not served, is an *APIError with Code 404), a list over
-// bounded.MaxAPIList (wrapping bounded.ErrTooLarge), a page that does
-// not decode, and item's.
+// bounded.MaxAPIList, each page counted as at least minPageCharge bytes,
+// so that a server giving empty pages with new continue tokens is cut
+// after 32,769 requests at most. Errors (fault.ErrUnavailable): Get's (a
+// 404, when the API is not served, is an *APIError with Code 404), a
+// list over bounded.MaxAPIList (wrapping bounded.ErrTooLarge), a
+// continue token the list gave before (a cycle), a page that does not
+// decode, and item's.
 func (a *API) List(ctx context.Context, path string, query url.Values, item func(json.RawMessage) error) error {
 	limit, cont, total, pages, items := ListPageSize, "", 0, 0, 0
+	seen := map[string]bool{} // the continue tokens given, within maxList
 	for {
 		q := url.Values{}
 		for k, v := range query {
@@ -594,7 +623,7 @@ func (a *API) List(ctx context.Context, path string, query url.Values, item func
 		if err != nil {
 			return err
 		}
-		total += len(data)
+		total += max(len(data), minPageCharge)
 		pages++
 		if total > maxList {
 			return fault.Unavailable(fmt.Errorf("GET %s: the list is over the %d MiB nodeprep reads of one list after %d pages (%d objects): %w",
@@ -622,6 +651,10 @@ func (a *API) List(ctx context.Context, path string, query url.Values, item func
 		if page.Metadata.Continue == cont {
 			return fault.Unavailable(fmt.Errorf("GET %s: page %d of the list gives the same continue token as the one before", path, pages))
 		}
+		if seen[page.Metadata.Continue] {
+			return fault.Unavailable(fmt.Errorf("GET %s: page %d of the list gives a continue token it gave before: the pages go round in a cycle", path, pages))
+		}
+		seen[page.Metadata.Continue] = true
 		cont = page.Metadata.Continue
 	}
 }

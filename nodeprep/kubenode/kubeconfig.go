@@ -23,6 +23,7 @@ package kubenode
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 
 	"sigs.k8s.io/yaml"
@@ -174,7 +175,10 @@ func ParseKubeconfig(data []byte) (*Selection, error) {
 }
 
 // ParseAnyKubeconfig is ParseKubeconfig for any user: a client
-// certificate, a bearer token, or neither (the CA alone).
+// certificate, a bearer token, or neither (the CA alone). For both, user
+// information in the server URL (https://user:password@host) is left out
+// of the Selection's server, with a warning; no error or warning quotes
+// it.
 func ParseAnyKubeconfig(data []byte) (*Selection, error) {
 	return parseKubeconfig(data, "it sends the token field, or the client certificate")
 }
@@ -223,6 +227,14 @@ func parseKubeconfig(data []byte, sends string) (*Selection, error) {
 	if err := checkServer(sel.Cluster.Server); err != nil {
 		return nil, err
 	}
+	// User information in the server URL would become a basic
+	// authentication header (Go's client sends it when a request has no
+	// Authorization): nodeprep sends none, so it is left out.
+	if u, _ := url.Parse(sel.Cluster.Server); u.User != nil {
+		u.User = nil
+		sel.Cluster.Server = u.String()
+		sel.Warnings = append(sel.Warnings, fmt.Sprintf("kubeconfig cluster %q: user information in server is not supported: nodeprep sends no basic authentication and leaves it out of the URL; %s", kc.clusterOf(ctxName), sends))
+	}
 	return sel, nil
 }
 
@@ -244,6 +256,16 @@ func (sel *Selection) Credential(read func(what, path string) ([]byte, error)) (
 	cred.Cert = get("client certificate", sel.User.ClientCertificate, sel.User.ClientCertificateData)
 	cred.Key = get("client key", sel.User.ClientKey, sel.User.ClientKeyData)
 	return cred, err
+}
+
+// clusterOf is the name of the cluster context ctxName names.
+func (kc *Kubeconfig) clusterOf(ctxName string) string {
+	for _, c := range kc.Contexts {
+		if c.Name == ctxName {
+			return c.Context.Cluster
+		}
+	}
+	return ""
 }
 
 func find[N any, V any](list []N, kv func(N) (string, V), name string) (V, bool) {

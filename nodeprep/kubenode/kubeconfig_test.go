@@ -135,3 +135,41 @@ func TestKubeconfigWarnings(t *testing.T) {
 		t.Errorf("kubelet kubeconfig with a token: %v, warnings %q", err, sel.Warnings)
 	}
 }
+
+// TestKubeconfigServerUserinfo: a server URL's user information
+// (https://user:password@host) is never quoted in an error, whether the
+// URL is refused (not https, or does not parse) or not; an https server
+// with it gets a warning without its value, and the user information is
+// left out of the server nodeprep uses, so no request carries it (Go's
+// client would turn it into a basic-authentication header).
+func TestKubeconfigServerUserinfo(t *testing.T) {
+	t.Parallel()
+	const secret = "server-userinfo-secret"
+	kc := func(server string) []byte {
+		return []byte("current-context: x\nclusters:\n- name: c\n  cluster: {server: \"" + server + "\"}\n" +
+			"contexts:\n- name: x\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user: {token: t}\n")
+	}
+	for _, server := range []string{
+		"http://u:" + secret + "@127.0.0.1:6443",
+		"ftp://" + secret + "@host",
+		"https://u:" + secret + "@[::1",
+		"https://" + secret + ":@",
+	} {
+		_, err := ParseAnyKubeconfig(kc(server))
+		if !errors.Is(err, errNotHTTPS) || strings.Contains(err.Error(), secret) {
+			t.Errorf("server %q: error %v; want errNotHTTPS without the user information", server, err)
+		}
+	}
+	for _, user := range []string{"u:" + secret, secret, secret + ":"} {
+		sel, err := ParseAnyKubeconfig(kc("https://" + user + "@127.0.0.1:6443/prefix"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sel.Cluster.Server != "https://127.0.0.1:6443/prefix" {
+			t.Errorf("user %q: server %q; want it without the user information", user, sel.Cluster.Server)
+		}
+		if len(sel.Warnings) != 1 || !strings.Contains(sel.Warnings[0], "user information in server is not supported") || strings.Contains(strings.Join(sel.Warnings, "\n"), secret) {
+			t.Errorf("user %q: warnings %q; want one about the user information, without it", user, sel.Warnings)
+		}
+	}
+}

@@ -275,8 +275,10 @@ func TestListPaged(t *testing.T) {
 }
 
 // TestListBounds: a list whose pages add up to more than maxList, a page
-// that is one object over bounded.MaxAPIResponse, and a server that gives
-// the same continue token again fail clearly: unavailable, naming what
+// that is one object over bounded.MaxAPIResponse, a server that gives
+// the same continue token again or a token it gave before (a cycle of
+// empty pages), and one that gives empty pages with new tokens without
+// end (each page counts as at least minPageCharge) fail clearly: unavailable, naming what
 // was too large or wrong, never "unexpected end of JSON input".
 func TestListBounds(t *testing.T) {
 	// Not parallel: it lowers maxList.
@@ -297,6 +299,17 @@ func TestListBounds(t *testing.T) {
 		{"same continue token", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte(`{"metadata":{"continue":"x"},"items":[]}`))
 		}), []string{"same continue token"}},
+		{"two continue tokens in turn", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next := "a"
+			if r.URL.Query().Get("continue") == "a" {
+				next = "b"
+			}
+			_, _ = w.Write([]byte(`{"metadata":{"continue":"` + next + `"},"items":[]}`))
+		}), []string{"a continue token it gave before"}},
+		{"empty pages with new tokens forever", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n, _ := strconv.Atoi(r.URL.Query().Get("continue"))
+			_, _ = w.Write([]byte(`{"metadata":{"continue":"` + strconv.Itoa(n+1) + `"},"items":[]}`))
+		}), []string{"the list is over the 2 MiB nodeprep reads of one list after 513 pages", "file too large"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewTLSServer(tt.h)

@@ -13,6 +13,11 @@
 #                  device plugin writes its spec, the config saying wait: 0s
 #   deleted        the generator's spec (the one up patched) removed: status.json
 #                  and nodeprep_ready must turn not ready
+#   parent         /etc (the spec directory's parent) removed, made again
+#                  with mkdir -p /etc/cdi, a spec written in it
+#   fifo           a FIFO named *.json made in /etc/cdi (the view cannot be
+#                  loaded, as health finds): status.json and nodeprep_ready
+#                  must turn not ready
 set -uo pipefail
 kind=$1 root=$2
 plugin_src=$(dirname "$0")/../../testdata/hosts/plugin-kind/run/cdi/k8s.device-plugin.nvidia.com-gpu.json
@@ -59,10 +64,11 @@ case $kind in
   moved) mv "$root/etc/cdi" "$root/etc/cdi.old" && mkdir "$root/etc/cdi"; dir=$root/etc/cdi ;;
   symlink) rm -rf "$root/etc/cdi" && mkdir -p "$root/srv/cdi-b" && ln -s /srv/cdi-b "$root/etc/cdi"; dir=$root/srv/cdi-b ;;
   repointed) mkdir -p "$root/srv/cdi-b" && ln -s /srv/cdi-b "$root/etc/.cdi.new" && mv -T "$root/etc/.cdi.new" "$root/etc/cdi"; dir=$root/srv/cdi-b ;;
+  parent) mv "$root/etc" "$root/etc.old" && sleep 0.2 && mkdir -p "$root/etc/cdi"; dir=$root/etc/cdi ;;
 esac
 
 case $kind in
-  removed|moved|symlink|repointed)
+  removed|moved|symlink|repointed|parent)
     sleep 0.2 # the swap's own events are over: what follows needs the new directory watched
     t0=$(ms); put "$dir"
     if until_ok patched "$dir"; then echo "re-patched $(( $(ms) - t0 )) ms after the write ($(pass_took))"; exit 0; fi
@@ -79,6 +85,10 @@ case $kind in
   deleted)
     t0=$(ms); rm "$root/run/cdi/nvidia-container-toolkit.json"
     if until_ok not_ready; then echo "not ready $(( $(ms) - t0 )) ms after the removal"; exit 0; fi
+    echo "status still ready"; exit 1 ;;
+  fifo)
+    t0=$(ms); mkfifo "$root/etc/cdi/stuck.json"
+    if until_ok not_ready; then echo "not ready $(( $(ms) - t0 )) ms after the FIFO"; exit 0; fi
     echo "status still ready"; exit 1 ;;
 esac
 echo "unknown kind $kind"; exit 2

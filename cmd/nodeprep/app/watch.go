@@ -135,7 +135,7 @@ func (o *cdiWatchOptions) run(ctx context.Context, g *globals, cmd *cobra.Comman
 		line.Latency = float64(now.Sub(t.First).Microseconds()) / 1000
 		if err != nil {
 			line.Err = err.Error()
-			if rp != nil && rp.StatusWritten { // the spec is gone: the status says so
+			if rp != nil && rp.StatusWritten { // the spec is gone or the view unreadable: the status says so
 				line.Ready, line.Verdict = &rp.Report.Ready, rp.Report.Verdict
 			}
 			return nil, err

@@ -160,3 +160,34 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestBudget: documents each within their own limit are refused once
+// what their aliases expand them to adds up past the budget of their
+// input (60 documents of a 20 KB string aliased 3,000 times, each 60 MB,
+// took 1.4 GiB through `cluster check`), naming the document, what the
+// input's documents expand to so far and the budget; documents without
+// an alias draw nothing from it, however many.
+func TestBudget(t *testing.T) {
+	t.Parallel()
+	doc := scalarBomb(20_000, 300) // 6 MB
+	b := NewBudget(20 << 20)
+	for i := 1; i <= 3; i++ {
+		if err := b.CheckFirst(doc, MaxClusterDocument); err != nil {
+			t.Fatalf("document %d, within the budget: %v", i, err)
+		}
+	}
+	err := b.CheckFirst(doc, MaxClusterDocument)
+	if !errors.Is(err, ErrExpands) || !strings.Contains(err.Error(), "the documents before it and this one expand to 23.0 MiB with their aliases, more than the 20.0 MiB") {
+		t.Fatalf("the fourth document: %v; want it past the budget", err)
+	}
+	free := NewBudget(1)
+	for i := range 1000 {
+		text := []string{"node-label: [a=b, c=d]\n", "args: [\"*.log\", '*'] # * * *\n"}[i%2]
+		if err := free.CheckFirst([]byte(text), MaxK3sConfig); err != nil {
+			t.Fatalf("a document without an alias (%q): %v", text, err)
+		}
+	}
+	if err := NewBudget(1<<30).CheckFirst(scalarBomb(200_000, 4000), MaxK3sConfig); !errors.Is(err, ErrExpands) {
+		t.Errorf("a document over its own limit within the budget: %v", err)
+	}
+}
