@@ -2,16 +2,10 @@ package kubenode
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -23,6 +17,7 @@ import (
 
 	"github.com/nodeprep/nodeprep/nodeprep/bounded"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // origin is an httptest server that counts the requests it receives and
@@ -79,24 +74,10 @@ func caPEM(srv *httptest.Server) []byte {
 }
 
 // kubeletPair is a self-signed kubelet client certificate and key for
-// node (CN=system:node:<node>, O=system:nodes), PEM.
+// node (testkit.KubeletClientCert).
 func kubeletPair(t *testing.T, node string) (cert, key []byte) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: nodeUserPrefix + node, Organization: []string{nodesGroup}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	return testkit.KubeletClientCert(t, node)
 }
 
 // TestNoRedirectFollowed: an API server that redirects (301, 302, 303,
