@@ -16,7 +16,13 @@ export NODEPREP=${NODEPREP:-$PWD/bin/nodeprep} NODEPREP_CLUSTER=${NODEPREP_CLUST
 . scripts/hardening/lib.sh
 update=""
 [ "${1:-}" = "--update" ] && update=$2
-trap '[ -n "${WORK:-}" ] && rm -rf "$WORK"' EXIT
+# Every row's $WORK is made under one base directory, removed however the
+# script ends: the table is computed in a subshell, whose last $WORK the
+# script itself never sees.
+HARDENING_BASE=$(mktemp -d "${TMPDIR:-/tmp}/nodeprep-hardening.XXXXXX")
+export HARDENING_BASE
+trap 'rm -rf "$HARDENING_BASE"' EXIT
+trap 'exit 130' INT TERM
 table=$(
   echo "| hostile input | exit | time | peak RSS | files outside root | secrets seen |"
   echo "|---|---|---|---|---|---|"

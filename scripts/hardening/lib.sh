@@ -15,11 +15,12 @@
 SECRET=${SECRET:-nodeprep-hardening-secret-0f3c9a}
 HARDENING_FAILED=0
 
-# fresh_work makes a new $WORK with $WORK/root ($HROOT) and an outside
-# sentinel directory, $WORK/outside, that no row may write into.
+# fresh_work makes a new $WORK (under $HARDENING_BASE, which
+# scripts/hardening.sh removes at its end) with $WORK/root ($HROOT) and an
+# outside sentinel directory, $WORK/outside, that no row may write into.
 fresh_work() {
   [ -n "${WORK:-}" ] && rm -rf "$WORK"
-  WORK=$(mktemp -d "${TMPDIR:-/tmp}/nodeprep-hardening.XXXXXX")
+  WORK=$(mktemp -d "${HARDENING_BASE:-${TMPDIR:-/tmp}}/row.XXXXXX")
   HROOT=$WORK/root
   mkdir -p "$HROOT" "$WORK/outside"
 }
