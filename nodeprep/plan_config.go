@@ -44,36 +44,20 @@ type ConfigPlan struct {
 // unreadable k3s environment file) are marked fault.ErrMalformed.
 func UpOptionsFromConfig(host *hostfs.Root, cfg config.Config, in ConfigPlan) (UpOptions, error) {
 	j := cfg.Join
-	labels, err := k3s.ParseLabels(j.Labels)
-	if err != nil {
-		return UpOptions{}, err
-	}
-	taints, err := k3s.ParseTaints(j.Taints)
-	if err != nil {
-		return UpOptions{}, err
-	}
-	defaultTaint := j.DefaultTaint == nil || *j.DefaultTaint
-	if err := k3s.CheckUnique(labels, nodepolicy.NodeTaints(defaultTaint, taints)); err != nil {
-		return UpOptions{}, err
-	}
-	gfd := j.GFDLabels == nil || *j.GFDLabels
-	if err := nodepolicy.CheckUserLabels(labels, gfd); err != nil {
-		return UpOptions{}, err
-	}
 	env := map[string]string{}
 	if j.K3sEnvironmentFile != "" {
+		var err error
 		if env, err = k3s.LoadEnvironment(host, j.K3sEnvironmentFile, env); err != nil {
 			return UpOptions{}, err
 		}
 	}
-	kopts := k3s.Options{
-		ConfigPath: j.K3sConfig, DataDir: j.K3sDataDir, Env: env, DropIn: j.DropIn,
-		Taints:        nodepolicy.NodeTaints(defaultTaint, taints),
-		K3sArgs:       in.K3sArgs,
-		AllowOverride: j.AllowOverride, RequireUnregistered: j.RequireUnregistered,
-		Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },
-		Unit:     in.Unit,
+	js, err := ResolveJoin(j, env)
+	if err != nil {
+		return UpOptions{}, err
 	}
+	kopts := js.K3s
+	kopts.K3sArgs = in.K3sArgs
+	kopts.Unit = in.Unit
 	if kopts.DataDir == "" {
 		kopts.DataDir = in.DataDir
 	}
@@ -97,11 +81,64 @@ func UpOptionsFromConfig(host *hostfs.Root, cfg config.Config, in ConfigPlan) (U
 		CDI:               cdiOpts,
 		DeviceNames:       c.DeviceNames,
 		Join:              kopts,
-		GFDLabels:         gfd,
-		MIGStrategy:       j.MIGStrategy,
-		ExtraLabels:       labels,
+		GFDLabels:         js.GFD,
+		MIGStrategy:       js.MIGStrategy,
+		ExtraLabels:       js.Labels,
 		OnSelftestFailure: cfg.Up.OnSelftestFailure,
 		Log:               in.Log,
 		Version:           in.Version,
+	}, nil
+}
+
+// JoinSettings are what a config file's join section resolves to: the k3s
+// options of the drop-in (its taints with the default one, the labels
+// nodeprep derives reserved), whether GFD's labels are on, GFD's MIG
+// strategy and the user's own labels.
+type JoinSettings struct {
+	K3s         k3s.Options
+	GFD         bool
+	MIGStrategy string
+	Labels      []k3s.Label
+}
+
+// ResolveJoin resolves the join section j (with any command-line flags
+// already applied over it) and k3s's environment env (K3S_CONFIG_FILE,
+// K3S_DATA_DIR: k3s.LoadEnvironment) into the settings `join`, `up`,
+// `health` and a fleet check plan with. Errors, marked fault.ErrMalformed:
+// a label or taint that does not parse, a label or a taint's key and
+// effect given twice (k3s.CheckUnique), a user label whose key nodeprep
+// derives (nodepolicy.CheckUserLabels).
+func ResolveJoin(j config.JoinConfig, env map[string]string) (JoinSettings, error) {
+	labels, err := k3s.ParseLabels(j.Labels)
+	if err != nil {
+		return JoinSettings{}, err
+	}
+	taints, err := k3s.ParseTaints(j.Taints)
+	if err != nil {
+		return JoinSettings{}, err
+	}
+	defaultTaint := j.DefaultTaint == nil || *j.DefaultTaint
+	nodeTaints := nodepolicy.NodeTaints(defaultTaint, taints)
+	if err := k3s.CheckUnique(labels, nodeTaints); err != nil {
+		return JoinSettings{}, err
+	}
+	gfd := j.GFDLabels == nil || *j.GFDLabels
+	if err := nodepolicy.CheckUserLabels(labels, gfd); err != nil {
+		return JoinSettings{}, err
+	}
+	return JoinSettings{
+		K3s: k3s.Options{
+			ConfigPath: j.K3sConfig, DataDir: j.K3sDataDir, Env: env, DropIn: j.DropIn,
+			Taints:        nodeTaints,
+			K3sArgs:       j.K3sArgs,
+			AllowOverride: j.AllowOverride, RequireUnregistered: j.RequireUnregistered,
+			Unit: k3s.Unit{Path: j.K3sUnitPath},
+			// k3s's own files and arguments may not set a label nodeprep
+			// derives, as --label may not.
+			Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },
+		},
+		GFD:         gfd,
+		MIGStrategy: j.MIGStrategy,
+		Labels:      labels,
 	}, nil
 }

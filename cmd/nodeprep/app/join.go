@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
@@ -71,55 +72,38 @@ type joinSettings struct {
 // EnvironmentFile (--k3s-env-file) over them; k3s.Options.Locate then picks
 // the config file as k3s does.
 func (o *joinFlags) resolve(g *globals, fs *pflag.FlagSet) (joinSettings, error) {
-	cfg := g.cfg.Join
+	j := g.cfg.Join
 	base := map[string]string{}
 	for _, k := range []string{k3s.EnvConfigFile, k3s.EnvDataDir} {
 		if v := os.Getenv(k); v != "" {
 			base[k] = v
 		}
 	}
-	env, err := k3s.LoadEnvironment(g.host, flagOr(fs, "k3s-env-file", o.k3sEnvFile, cfg.K3sEnvironmentFile), base)
+	env, err := k3s.LoadEnvironment(g.host, flagOr(fs, "k3s-env-file", o.k3sEnvFile, j.K3sEnvironmentFile), base)
 	if err != nil {
 		return joinSettings{}, err
 	}
-	userLabels, err := k3s.ParseLabels(flagOr(fs, "label", o.labels, cfg.Labels))
-	if err != nil {
-		return joinSettings{}, err
-	}
-	userTaints, err := k3s.ParseTaints(flagOr(fs, "taint", o.taints, cfg.Taints))
-	if err != nil {
-		return joinSettings{}, err
-	}
-	defaultTaint := cfg.DefaultTaint == nil || *cfg.DefaultTaint
+	j.Labels = flagOr(fs, "label", o.labels, j.Labels)
+	j.Taints = flagOr(fs, "taint", o.taints, j.Taints)
 	if fs.Changed("no-default-taint") {
-		defaultTaint = !o.noDefaultTaint
+		on := !o.noDefaultTaint
+		j.DefaultTaint = &on
 	}
-	if err := k3s.CheckUnique(userLabels, nodepolicy.NodeTaints(defaultTaint, userTaints)); err != nil {
+	if fs.Changed("gfd-labels") {
+		j.GFDLabels = &o.gfdLabels
+	}
+	j.K3sConfig = flagOr(fs, "k3s-config", o.k3sConfig, j.K3sConfig)
+	j.K3sDataDir = flagOr(fs, "k3s-data-dir", o.k3sDataDir, j.K3sDataDir)
+	j.DropIn = flagOr(fs, "drop-in", o.dropIn, j.DropIn)
+	j.K3sArgs = flagOr(fs, "k3s-arg", o.k3sArgs, j.K3sArgs)
+	j.AllowOverride = flagOr(fs, "allow-override", o.allowOverride, j.AllowOverride)
+	j.RequireUnregistered = flagOr(fs, "require-unregistered", o.requireUnregistered, j.RequireUnregistered)
+	j.MIGStrategy = flagOr(fs, "mig-strategy", o.migStrategy, j.MIGStrategy)
+	s, err := nodeprep.ResolveJoin(j, env)
+	if err != nil {
 		return joinSettings{}, err
 	}
-	gfd := flagOr(fs, "gfd-labels", o.gfdLabels, cfg.GFDLabels == nil || *cfg.GFDLabels)
-	if err := nodepolicy.CheckUserLabels(userLabels, gfd); err != nil {
-		return joinSettings{}, err
-	}
-	return joinSettings{
-		opts: k3s.Options{
-			ConfigPath:          flagOr(fs, "k3s-config", o.k3sConfig, cfg.K3sConfig),
-			DataDir:             flagOr(fs, "k3s-data-dir", o.k3sDataDir, cfg.K3sDataDir),
-			Env:                 env,
-			DropIn:              flagOr(fs, "drop-in", o.dropIn, cfg.DropIn),
-			Taints:              nodepolicy.NodeTaints(defaultTaint, userTaints),
-			K3sArgs:             flagOr(fs, "k3s-arg", o.k3sArgs, cfg.K3sArgs),
-			AllowOverride:       flagOr(fs, "allow-override", o.allowOverride, cfg.AllowOverride),
-			RequireUnregistered: flagOr(fs, "require-unregistered", o.requireUnregistered, cfg.RequireUnregistered),
-			Unit:                k3s.Unit{Path: cfg.K3sUnitPath},
-			// k3s's own files and arguments may not set a label nodeprep
-			// derives, as --label may not.
-			Reserved: func(key string) string { return nodepolicy.DerivedLabelSource(key, gfd) },
-		},
-		gfd:   gfd,
-		mig:   flagOr(fs, "mig-strategy", o.migStrategy, cfg.MIGStrategy),
-		extra: userLabels,
-	}, nil
+	return joinSettings{opts: s.K3s, gfd: s.GFD, mig: s.MIGStrategy, extra: s.Labels}, nil
 }
 
 func newJoinCommand(g *globals) *cobra.Command {
