@@ -64,14 +64,7 @@ func runHooks(t *testing.T, root *hostfs.Root, spec *specs.Spec, hook string) (s
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]string{"path": "rootfs"}})
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	state, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "t", "status": "creating", "pid": os.Getpid(), "bundle": bundle})
-	if err := os.WriteFile(filepath.Join(bundle, "state.json"), state, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeHookBundle(t, bundle)
 	var sh strings.Builder
 	sh.WriteString("set -e\n")
 	for _, m := range spec.ContainerEdits.Mounts {
@@ -119,4 +112,20 @@ func shellQuote(args []string) string {
 		b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
 	}
 	return b.String()
+}
+
+// writeHookBundle writes bundle's config.json (its root: rootfs) and the
+// container state a createContainer hook reads on its stdin (state.json:
+// status creating, this process as the container's pid), as a runtime
+// hands them to the hook.
+func writeHookBundle(t *testing.T, bundle string) {
+	t.Helper()
+	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]string{"path": "rootfs"}})
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "t", "status": "creating", "pid": os.Getpid(), "bundle": bundle})
+	if err := os.WriteFile(filepath.Join(bundle, "state.json"), state, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

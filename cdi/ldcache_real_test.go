@@ -1,7 +1,6 @@
 package cdi_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -75,14 +74,7 @@ func firstLibc(t *testing.T, root *hostfs.Root, spec *specs.Spec, hook, ldconfig
 	if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]string{"path": "rootfs"}})
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	state, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "t", "status": "creating", "pid": os.Getpid(), "bundle": bundle})
-	if err := os.WriteFile(filepath.Join(bundle, "state.json"), state, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeHookBundle(t, bundle)
 	var sh strings.Builder
 	sh.WriteString("set -e\n")
 	// The image's linker configuration as Debian's has it, and its own
