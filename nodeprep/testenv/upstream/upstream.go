@@ -38,6 +38,19 @@ const (
 	// containerd-shim-runc-v2, ctr) and sigs.k8s.io/cri-tools v1.37.0
 	// (crictl, the CRI client that plays the kubelet).
 	Containerd = "containerd"
+	// DevicePlugin is github.com/NVIDIA/k8s-device-plugin v0.19.0
+	// (nvidia-device-plugin), the newest release the Go module proxy
+	// serves: the kubelet's device plugin that reads the GPUs through NVML.
+	DevicePlugin = "k8s-device-plugin"
+	// Kwok is sigs.k8s.io/kwok v0.8.0 (kwok): fake nodes and pods that
+	// heartbeat and run by stage files, against a real kube-apiserver.
+	Kwok = "kwok"
+	// Karpenter is sigs.k8s.io/karpenter v1.14.1's kwok cloud provider
+	// (kwok): Karpenter's controllers, launching kwok nodes for NodeClaims.
+	Karpenter = "karpenter"
+	// KEDA is github.com/kedacore/keda/v2 v2.21.0 (operator): the KEDA
+	// operator that runs ScaledJobs from their triggers.
+	KEDA = "keda"
 )
 
 // Toolkits lists the pinned NVIDIA container toolkits, oldest first.
