@@ -76,6 +76,10 @@ type CheckOptions struct {
 	// and workloads are judged on the first healthy one instead of on a
 	// node made from the pool's config.
 	Nodes []corev1.Node
+	// Cluster is true when the objects are the cluster's own (ReadLive):
+	// a runtimeClassName then needs a RuntimeClass among them; checking
+	// files, k3s's own classes (k3s.RuntimeClasses) count as present too.
+	Cluster bool
 }
 
 // targetLabels are the labels Prometheus adds to every scraped series
@@ -97,13 +101,19 @@ var targetLabels = []string{"instance", "job"}
 //     requesting a GPU must not be able to schedule on GPU nodes;
 //   - a KEDA trigger naming nodeprep_ metrics must name exported ones with
 //     their labels, and a ScaledJob must watch nodeprep_ready;
-//   - a GPU NodePool must limit nvidia.com/gpu.
+//   - a GPU NodePool must limit nvidia.com/gpu;
+//   - a runtimeClassName must name a RuntimeClass that exists (in the
+//     objects; checking files, k3s's own classes too), and a RuntimeClass
+//     a workload names, nvidia-cdi or one for an NVIDIA handler must name
+//     a handler the pool's nodes have (runtimeclass.go).
 //
 // A report with no rows is not OK: nothing was judged (an empty input, a
 // wrong path, or only objects unrelated to the pool), and a CI step that
 // checks nothing must not pass.
 func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
-	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node(), listStrategy: pluginListStrategy(objs)}
+	c := &checker{pool: opts.Pool, metrics: opts.Metrics, onprem: opts.Pool.node(), listStrategy: pluginListStrategy(objs),
+		classes: runtimeClasses(objs, opts.Cluster), referenced: referencedClasses(objs), cluster: opts.Cluster}
+	c.handlers, c.handlersFrom = nodeHandlers(opts.Nodes, opts.Pool)
 	r := &Report{OK: true, Columns: []string{ColumnOnPrem}, Skipped: skipped}
 	if opts.Nodes != nil {
 		rows, healthy := c.nodeRows(opts.Nodes)
@@ -129,6 +139,9 @@ func Check(objs []Object, skipped []Skipped, opts CheckOptions) *Report {
 		rows := c.judge(o)
 		if len(rows) == 0 && o.PodSpec != nil {
 			r.Ignored++
+		}
+		if len(rows) == 0 && o.RuntimeClass != nil {
+			r.Skipped = append(r.Skipped, Skipped{Source: o.Source, APIVersion: RuntimeClassAPIVersion, Kind: KindRuntimeClass, Name: o.Name})
 		}
 		for _, row := range rows {
 			for _, cell := range row.Cells {
@@ -179,6 +192,15 @@ type checker struct {
 	// listStrategy is the device plugin's device-list strategy among the
 	// objects (pluginListStrategy).
 	listStrategy string
+	// classes are the RuntimeClasses that exist (runtimeClasses),
+	// referenced the names workloads give (referencedClasses), cluster
+	// CheckOptions.Cluster; handlers the pool nodes' runtime handlers and
+	// handlersFrom where they come from (nodeHandlers).
+	classes      map[string]classInfo
+	referenced   map[string]bool
+	cluster      bool
+	handlers     []string
+	handlersFrom string
 }
 
 var discard = logr.Discard()
@@ -196,6 +218,11 @@ func (c *checker) judge(o *Object) []Row {
 		return []Row{row}
 	case o.ScaledObject != nil:
 		return c.triggerRows(base, o.ScaledObject.Spec.Triggers, false)
+	case o.RuntimeClass != nil:
+		if !c.judgesClass(o.RuntimeClass) {
+			return nil
+		}
+		return []Row{c.classRow(base, o.RuntimeClass)}
 	case o.Values != nil:
 		row := base
 		row.Role = RoleDevicePlugin
@@ -203,7 +230,7 @@ func (c *checker) judge(o *Object) []Row {
 			listStrategy: deref(o.Values.DeviceListStrategy, "envvar"), idStrategy: deref(o.Values.DeviceIDStrategy, "uuid"),
 			driverRoot: deref(o.Values.NvidiaDriverRoot, "/"), where: "values",
 		}), o.Values.RuntimeClassName, true)
-		return []Row{row}
+		return c.withClass([]Row{row}, o.Values.RuntimeClassName)
 	case o.PodSpec == nil:
 		return nil
 	}
@@ -212,7 +239,7 @@ func (c *checker) judge(o *Object) []Row {
 		row := base
 		row.Role = RoleDevicePlugin
 		row.Cells = c.withPodPath(c.devicePlugin(ps, daemonSetSettings(ps)), ps.RuntimeClassName, true)
-		return []Row{row}
+		return c.withClass([]Row{row}, ps.RuntimeClassName)
 	}
 	var rows []Row
 	gpus := gpuRequest(ps)
@@ -233,8 +260,9 @@ func (c *checker) judge(o *Object) []Row {
 		row.Role = RoleTaintSquat
 		row.Cells = c.squatCells(ps)
 		rows = append(rows, row)
+		return rows
 	}
-	return rows
+	return c.withClass(rows, ps.RuntimeClassName)
 }
 
 func deref(p *string, def string) string {

@@ -68,7 +68,11 @@ func cell(t *testing.T, r *Report, object, column string) Cell {
 	return Cell{}
 }
 
-const gpuPod = `apiVersion: v1
+// patchedClassDoc is the RuntimeClass render emits, as a document that
+// ends with a separator.
+const patchedClassDoc = "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: nvidia-cdi}\nhandler: nvidia-cdi\n---\n"
+
+const gpuPod = patchedClassDoc + `apiVersion: v1
 kind: Pod
 metadata: {name: p}
 spec:

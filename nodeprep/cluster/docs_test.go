@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/nodeprep/nodeprep/nodeprep"
 	"github.com/nodeprep/nodeprep/nodeprep/cluster"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
@@ -44,12 +46,18 @@ func TestNixOSPageWorkload(t *testing.T) {
 	}
 	pool := cluster.Pool{Label: label, Labels: labels, Taints: nodepolicy.NodeTaints(true, nil),
 		Arch: "amd64", DeviceNames: []string{nodepolicy.DeviceNameUUID}, DriverRoot: "/run/opengl-driver"}
-	objs, skipped, err := cluster.Read("docs/nixos.md", strings.NewReader(manifest))
+	// The NixOS module deploys the RuntimeClass on a server
+	// (services.nodeprep.k3s.runtimeClass), as the page says.
+	class, err := yaml.Marshal(cluster.PatchedRuntimeClassObject())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, skipped, err := cluster.Read("docs/nixos.md", strings.NewReader(manifest+"\n---\n"+string(class)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep := cluster.Check(objs, skipped, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels})
-	if !rep.OK || len(rep.Rows) != 1 {
+	if !rep.OK || len(rep.Rows) != 2 {
 		t.Errorf("cluster check of docs/nixos.md's pod: %d rows, ok %v: %+v", len(rep.Rows), rep.OK, rep)
 	}
 }

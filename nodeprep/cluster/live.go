@@ -34,6 +34,7 @@ var liveResources = []struct{ path, apiVersion, kind string }{
 	{"/apis/" + KEDAAPIVersion + "/scaledjobs", KEDAAPIVersion, KindScaledJob},
 	{"/apis/" + KEDAAPIVersion + "/scaledobjects", KEDAAPIVersion, "ScaledObject"},
 	{"/apis/" + KarpenterAPIVersion + "/nodepools", KarpenterAPIVersion, KindNodePool},
+	{"/apis/" + RuntimeClassAPIVersion + "/runtimeclasses", RuntimeClassAPIVersion, KindRuntimeClass},
 }
 
 // Live is what ReadLive found in a cluster.
@@ -50,7 +51,7 @@ type Live struct {
 
 // ReadLive reads the objects check judges (DaemonSets, Deployments,
 // StatefulSets, Jobs, CronJobs, KEDA ScaledJobs and ScaledObjects,
-// Karpenter NodePools) and the Nodes with the pool label (every Node for
+// Karpenter NodePools, RuntimeClasses) and the Nodes with the pool label (every Node for
 // the zero label) from the cluster l talks to. An API
 // the cluster does not serve (404: its CRD is not installed) is listed
 // in Live.Missing; any other failure is the error. Each object's Source

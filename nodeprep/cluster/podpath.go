@@ -62,7 +62,7 @@ func (c *checker) withPodPath(cells []Cell, rc *string, plugin bool) []Cell {
 	if !plugin && !envvarStrategy(c.listStrategy) {
 		return cells
 	}
-	reason, fix := runtimeClassBypass(rc, plugin)
+	reason, fix := runtimeClassBypass(c.handlerOf(rc), plugin)
 	if reason == "" {
 		return cells
 	}

@@ -14,7 +14,7 @@ import (
 func TestPodPathRuntimeClass(t *testing.T) {
 	t.Parallel()
 	pod := func(rc string) string {
-		s := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]\n  tolerations: [{key: sku, operator: Exists}]\n  nodeSelector: {nodeprep.dev/gpu-ready: \"true\"}\n"
+		s := patchedClassDoc + "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]\n  tolerations: [{key: sku, operator: Exists}]\n  nodeSelector: {nodeprep.dev/gpu-ready: \"true\"}\n"
 		if rc != "" {
 			s += "  runtimeClassName: " + rc + "\n"
 		}

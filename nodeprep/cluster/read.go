@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kjson "sigs.k8s.io/json"
@@ -29,7 +30,8 @@ import (
 )
 
 // Object is one document of a manifest, decoded. Exactly one of PodSpec
-// (a workload), ScaledJob, ScaledObject, NodePool or Values is set.
+// (a workload), ScaledJob, ScaledObject, NodePool, Values or RuntimeClass
+// is set (a ScaledJob sets PodSpec too).
 type Object struct {
 	// Source is where the document came from: "file.yaml#2" (the second
 	// document; List items add "/items/N").
@@ -43,6 +45,8 @@ type Object struct {
 	ScaledObject *ScaledObject       `json:"-"`
 	NodePool     *NodePool           `json:"-"`
 	Values       *DevicePluginValues `json:"-"`
+	// RuntimeClass is a node.k8s.io/v1 RuntimeClass.
+	RuntimeClass *nodev1.RuntimeClass `json:"-"`
 }
 
 // ID names the object in reports: "kind/namespace/name", or "kind/name"
@@ -78,8 +82,8 @@ type typeMeta struct {
 }
 
 // Read decodes every document of a multi-document YAML stream named name.
-// Deployment, StatefulSet, DaemonSet, Job, CronJob and Pod (their k8s.io/api
-// types), KEDA ScaledJob and ScaledObject (keda.sh/v1alpha1), Karpenter
+// Deployment, StatefulSet, DaemonSet, Job, CronJob, Pod and RuntimeClass
+// (their k8s.io/api types), KEDA ScaledJob and ScaledObject (keda.sh/v1alpha1), Karpenter
 // NodePool (karpenter.sh/v1) and a v1 List of them decode strictly: an
 // unknown or duplicate field is an error. A document that is a sequence
 // (`cluster render -o json` prints one) is read item by item. A document
@@ -345,6 +349,12 @@ func (rd Reader) decodeDoc(src string, js []byte, objs *[]Object, skip *[]Skippe
 			return err
 		}
 		o.ScaledObject, meta = &v, &metaRef{v.Name, v.Namespace}
+	case RuntimeClassAPIVersion + " " + KindRuntimeClass:
+		var v nodev1.RuntimeClass
+		if err := strict(&v); err != nil {
+			return err
+		}
+		o.RuntimeClass, meta = &v, &metaRef{v.Name, ""}
 	case KarpenterAPIVersion + " " + KindNodePool:
 		var v NodePool
 		if err := strict(&v); err != nil {

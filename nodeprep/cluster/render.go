@@ -117,7 +117,9 @@ func (o *RenderOptions) defaults() {
 }
 
 // Render returns the cluster half of the node contract, one Document each:
-// the device plugin chart's values (device-plugin-values.yaml), an example
+// the device plugin chart's values (device-plugin-values.yaml), the
+// RuntimeClass they and the workloads name (runtimeclass.yaml,
+// PatchedRuntimeClassObject), an example
 // Job with the workload snippet in its header (job.yaml), a KEDA ScaledJob
 // for the cloud tier (scaledjob.yaml) and a Karpenter NodePool for the
 // fallback (nodepool.yaml). All select the pool label and tolerate every
@@ -222,6 +224,16 @@ Not a Kubernetes object: do not kubectl apply it.
 		return nil, err
 	}
 
+	// The RuntimeClass every rendered pod names: k3s does not create it.
+	if err := add("runtimeclass.yaml", fmt.Sprintf(`The RuntimeClass %[1]s that the device plugin and the GPU workloads name: k3s registers the
+containerd handler %[1]s on a node where it finds nvidia-container-runtime.cdi, but its own
+RuntimeClasses (manifests/runtimes.yaml) are nvidia, nvidia-experimental, crun and the wasm
+shims; without this one the API server refuses every pod that names it.
+No scheduling: the class is cluster-wide and shared by every GPU pool; the pods select the pool
+and tolerate its taints themselves.`, PatchedRuntimeClass), PatchedRuntimeClassObject()); err != nil {
+		return nil, err
+	}
+
 	// The example Job: on-prem first, the fallback when the pool is full or down.
 	podSpec := func(preferOnPrem bool) corev1.PodSpec {
 		ps := corev1.PodSpec{
@@ -269,9 +281,8 @@ The workload snippet: put these fields in any GPU pod template:
 `+indent(string(snippet), "  ")+`  and request nvidia.com/gpu in the container's resources.limits.
 runtimeClassName nvidia-cdi: k3s registers the nvidia-cdi handler when it finds
 nvidia-container-runtime.cdi; it runs the NVIDIA runtime in cdi mode, so the pod gets the spec
-nodeprep patched and proved. Create the RuntimeClass if the cluster has none of that name
-(apiVersion node.k8s.io/v1, kind RuntimeClass, metadata.name and handler nvidia-cdi); the
-fallback's nodes need a handler of that name too.`, job); err != nil {
+nodeprep patched and proved. runtimeclass.yaml is its RuntimeClass; the fallback's nodes need
+a handler of that name too.`, job); err != nil {
 		return nil, err
 	}
 

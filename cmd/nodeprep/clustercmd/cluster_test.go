@@ -255,11 +255,11 @@ func TestClusterRenderOutput(t *testing.T) {
 	}
 	js, errOut, code := clusterRun(t, "", append([]string{"--config", cfg, "-o", "json", "cluster", "render"}, nc...)...)
 	var docs []map[string]any
-	if err := json.Unmarshal([]byte(js), &docs); code != 0 || err != nil || len(docs) != 4 {
+	if err := json.Unmarshal([]byte(js), &docs); code != 0 || err != nil || len(docs) != 5 {
 		t.Fatalf("-o json: exit %d, %d documents (%v)\n%s%s", code, len(docs), err, js, errOut)
 	}
-	if docs[3]["kind"] != "NodePool" || docs[1]["kind"] != "Job" {
-		t.Errorf("-o json documents out of order: %v, %v", docs[1]["kind"], docs[3]["kind"])
+	if docs[4]["kind"] != "NodePool" || docs[1]["kind"] != "RuntimeClass" || docs[2]["kind"] != "Job" {
+		t.Errorf("-o json documents out of order: %v, %v, %v", docs[1]["kind"], docs[2]["kind"], docs[4]["kind"])
 	}
 	if out, errOut, code := clusterRun(t, js, "--config", cfg, "cluster", "check", "-"); code != 0 || !strings.Contains(out, "ok: the manifests match the nodes") {
 		t.Errorf("check on -o json: exit %d\n%s%s", code, out, errOut)
@@ -543,7 +543,7 @@ func TestClusterRenderBadValues(t *testing.T) {
 func TestClusterRenderOutAllOrNothing(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
-	files := []string{"device-plugin-values.yaml", "job.yaml", "scaledjob.yaml", "nodepool.yaml"}
+	files := []string{"device-plugin-values.yaml", "runtimeclass.yaml", "job.yaml", "scaledjob.yaml", "nodepool.yaml"}
 	setup := func(t *testing.T) string {
 		dir := filepath.Join(t.TempDir(), "out")
 		os.Mkdir(dir, 0o755)

@@ -17,7 +17,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 )
 
-// liveTimeout bounds reading a cluster: nine lists, each in pages.
+// liveTimeout bounds reading a cluster: ten lists, each in pages.
 const liveTimeout = 60 * time.Second
 
 // runLive is `cluster check --kubeconfig FILE`: the live objects and Nodes.
@@ -50,7 +50,7 @@ func (o *clusterCheckOptions) runLive(cmd *cobra.Command, env *app.Env) error {
 	if nodes == nil {
 		nodes = []cluster.Node{}
 	}
-	rep := cluster.Check(live.Objects, live.Skipped, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels, Nodes: nodes})
+	rep := cluster.Check(live.Objects, live.Skipped, cluster.CheckOptions{Pool: pool, Metrics: nodeprep.MetricLabels, Nodes: nodes, Cluster: true})
 	if err := env.Print(rep, func(w io.Writer) error { return writeClusterText(w, rep) }); err != nil {
 		return fault.CantWrite(fmt.Errorf("printing the report: %w", err))
 	}

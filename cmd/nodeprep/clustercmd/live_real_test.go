@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
@@ -61,6 +62,8 @@ func objectPath(obj map[string]any) string {
 		return "/apis/keda.sh/v1alpha1/namespaces/" + ns + "/scaledjobs"
 	case "NodePool":
 		return "/apis/karpenter.sh/v1/nodepools"
+	case "RuntimeClass":
+		return "/apis/node.k8s.io/v1/runtimeclasses"
 	}
 	return ""
 }
@@ -69,7 +72,9 @@ func objectPath(obj map[string]any) string {
 // Karpenter's NodePool CRDs installed in a real kube-apiserver, every
 // object cluster render writes passes a server-side dry-run create with
 // strict field validation; created for real beside a pool Node that
-// nodeprep reports to, `cluster check --kubeconfig` passes, and fails
+// nodeprep reports to and the RuntimeClasses a stock k3s server creates,
+// `cluster check --kubeconfig` fails until render's nvidia-cdi
+// RuntimeClass is created too, then passes, and fails
 // once the Node's GPUs are reported broken, and for a GPU Deployment that
 // ignores nodeprep.dev/gpu-ready.
 func TestRealClusterRenderAndLiveCheck(t *testing.T) {
@@ -86,11 +91,27 @@ func TestRealClusterRenderAndLiveCheck(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &docs); err != nil {
 		t.Fatal(err)
 	}
+	// The RuntimeClasses a stock k3s server creates (manifests/runtimes.yaml,
+	// as nodeprep models it): none is nvidia-cdi.
+	for _, rc := range k3s.RuntimeClasses {
+		srv.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses?fieldValidation=Strict", "",
+			map[string]any{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": rc.Name}, "handler": rc.Handler})
+	}
 	created := 0
+	var class map[string]any
 	for _, d := range docs {
 		p := objectPath(d)
 		if p == "" {
 			continue // the device plugin's Helm values: not an object
+		}
+		if d["kind"] == "RuntimeClass" {
+			class = d // created below, after the check that misses it
+			code, body, err := srv.Do(http.MethodPost, p+"?dryRun=All&fieldValidation=Strict", "", d)
+			if err != nil || code != http.StatusCreated {
+				t.Errorf("dry-run creating the RuntimeClass: %d %v %s", code, err, body)
+			}
+			created++
+			continue
 		}
 		for _, q := range []string{"?dryRun=All&fieldValidation=Strict", "?fieldValidation=Strict"} {
 			code, body, err := srv.Do(http.MethodPost, p+q, "", d)
@@ -100,8 +121,8 @@ func TestRealClusterRenderAndLiveCheck(t *testing.T) {
 		}
 		created++
 	}
-	if created != 3 {
-		t.Fatalf("render wrote %d objects, want the Job, the ScaledJob and the NodePool", created)
+	if created != 4 || class == nil {
+		t.Fatalf("render wrote %d objects, want the RuntimeClass, the Job, the ScaledJob and the NodePool", created)
 	}
 
 	// The pool node, registered by its kubelet with the seed's label and
@@ -134,6 +155,14 @@ func TestRealClusterRenderAndLiveCheck(t *testing.T) {
 		t.Errorf("live check before nodeprep reported: exit %d, want 1 naming the silent node\n%s", code, out)
 	}
 	report(true)
+	// k3s's own RuntimeClasses only: the API server would refuse every
+	// pod of the Job and the ScaledJob.
+	out, code = check()
+	if code != 1 || !strings.Contains(out, `runtimeClassName nvidia-cdi names no RuntimeClass in the cluster`) ||
+		!strings.Contains(out, "job/default/nodeprep-gpu") || !strings.Contains(out, "runtimeclass.yaml") {
+		t.Errorf("live check without the nvidia-cdi RuntimeClass: exit %d, want 1 naming the class and the fix\n%s", code, out)
+	}
+	srv.MustDo(t, http.MethodPost, objectPath(class), "", class)
 	out, code = check()
 	if code != 0 || !strings.Contains(out, "ok:") || !strings.Contains(out, "job/default/nodeprep-gpu") || !strings.Contains(out, "nodepool/nodeprep-gpu-fallback") {
 		t.Errorf("live check of render's objects on a healthy node: exit %d, want 0\n%s", code, out)
