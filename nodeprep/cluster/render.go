@@ -217,6 +217,9 @@ Not a Kubernetes object: do not kubectl apply it.
   NVIDIA_VISIBLE_DEVICES=GPU-<uuid> as nvidia.com/gpu=GPU-<uuid> from nodeprep's patched CDI spec
   (the plain nvidia class's mode auto gives jit-cdi or legacy, which never read it; the cdi-*
   strategies give pods the plugin's own spec, which it rewrites without Vulkan/EGL when it starts).
+  Not where the nodes' NVIDIA runtime config sets accept-nvidia-visible-devices-envvar-when-unprivileged
+  = false (nodeprep cdi check: nvidia-runtime-envvar-refused): the runtime then ignores the variable
+  in unprivileged pods, which get no GPU; use cdi-cri there, or remove the key.
 - deviceIDStrategy %s: the device names cdi.deviceNames makes the spec serve.
 - nvidiaDriverRoot %s: cdi.driverRoot.
 - gfd.enabled %t: GPU Feature Discovery is off when nodeprep writes GFD's labels (join.gfdLabels).`,

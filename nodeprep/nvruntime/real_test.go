@@ -19,19 +19,24 @@ import (
 // with an id, or a qualified CDI name), under runtime configs that differ in
 // mode, spec-dirs and default-kind, with /bin/true as the low-level
 // runtime. Whether the container got the edits of the spec in the test's
-// CDI directory must be what Decide predicts: the product's verdict about
-// which handler serves the patched spec is the runtime's own behaviour.
+// CDI directory must be what Decide predicts (and, with
+// accept-nvidia-visible-devices-envvar-when-unprivileged = false, that the
+// unprivileged container's variable requests nothing): the product's
+// verdict about which handler serves the patched spec is the runtime's own
+// behaviour.
 func TestRealRuntimeReadsSpec(t *testing.T) {
 	upstream.NeedPrivateMounts(t, "the runtime")
 	versions := map[string]nvruntime.Version{upstream.Toolkit117: {Major: 1, Minor: 17, Patch: 8}, upstream.Toolkit120: {Major: 1, Minor: 20, Patch: 2}}
 	configs := []struct {
 		name, toml string
+		top        string // keys before the [nvidia-container-runtime] table
 	}{
-		{"mode auto", `mode = "auto"`},
-		{"mode cdi", `mode = "cdi"`},
-		{"mode legacy", `mode = "legacy"`},
-		{"mode cdi, spec dir not listed", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"OTHER\"]"},
-		{"mode cdi, other default kind", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"SPECS\"]\ndefault-kind = \"example.com/gpu\""},
+		{"mode auto", `mode = "auto"`, ""},
+		{"mode cdi", `mode = "cdi"`, ""},
+		{"mode legacy", `mode = "legacy"`, ""},
+		{"mode cdi, spec dir not listed", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"OTHER\"]", ""},
+		{"mode cdi, other default kind", "mode = \"cdi\"\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"SPECS\"]\ndefault-kind = \"example.com/gpu\"", ""},
+		{"mode cdi, envvar refused when unprivileged", `mode = "cdi"`, "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"},
 	}
 	requests := map[nvruntime.Request]string{nvruntime.RequestIDs: "GPU-1", nvruntime.RequestQualified: "nvidia.com/gpu=GPU-1"}
 	for _, tk := range upstream.Toolkits {
@@ -54,7 +59,7 @@ func TestRealRuntimeReadsSpec(t *testing.T) {
 						if !strings.Contains(body, "spec-dirs") {
 							body += "\n[nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"" + specs + "\"]"
 						}
-						conf := "[nvidia-container-runtime]\nruntimes = [\"/bin/true\"]\nlog-level = \"debug\"\ndebug = \"" + filepath.Join(work, "log") + "\"\n" + body + "\n"
+						conf := cfg.top + "[nvidia-container-runtime]\nruntimes = [\"/bin/true\"]\nlog-level = \"debug\"\ndebug = \"" + filepath.Join(work, "log") + "\"\n" + body + "\n"
 						if err := os.Mkdir(filepath.Join(work, "nvidia-container-runtime"), 0o755); err != nil {
 							t.Fatal(err)
 						}
@@ -73,8 +78,11 @@ func TestRealRuntimeReadsSpec(t *testing.T) {
 						got, _ := os.ReadFile(filepath.Join(work, "bundle", "config.json"))
 						applied := runErr == nil && strings.Contains(string(got), "PATCHED=1")
 
+						// Without accept-nvidia-visible-devices-envvar-when-unprivileged
+						// the variable of an unprivileged container (this bundle has
+						// no capabilities) requests nothing, in every mode.
 						d := c.Decide(program, versions[tk], req)
-						want := d.ReadsSpecs && slices.Contains(c.SpecDirs, specs) && (d.Kind == "" || d.Kind == "nvidia.com/gpu")
+						want := d.ReadsSpecs && slices.Contains(c.SpecDirs, specs) && (d.Kind == "" || d.Kind == "nvidia.com/gpu") && c.AcceptEnvvarUnprivileged
 						if applied != want {
 							log, _ := os.ReadFile(filepath.Join(work, "log"))
 							t.Errorf("the real runtime applied the spec: %v; Decide = %+v predicts %v\nrun: %v %s\nlog:\n%s", applied, d, want, runErr, out, log)

@@ -24,6 +24,16 @@ const (
 	// CodeNVRuntimeConfig: the NVIDIA runtime's config.toml cannot be read
 	// or parsed (the runtime then fails every container it starts).
 	CodeNVRuntimeConfig = "nvidia-runtime-config"
+	// CodeWrapper: a runtime handler's program is a wrapper script
+	// nodeprep cannot read (too large, a NUL byte): which config file the
+	// runtime reads is not known.
+	CodeWrapper = "nvidia-runtime-wrapper"
+	// CodeEnvvarRefused: a handler that gives pods the patched spec runs
+	// the NVIDIA runtime with
+	// accept-nvidia-visible-devices-envvar-when-unprivileged = false, so
+	// an unprivileged pod of the device plugin's envvar strategy gets no
+	// GPU at all (the CDI strategies still work).
+	CodeEnvvarRefused = "nvidia-runtime-envvar-refused"
 )
 
 // PatchedClass is the runtime class that gives a pod of the device plugin's
@@ -46,6 +56,13 @@ type Path struct {
 	Program string `json:"program,omitempty" yaml:"program,omitempty"`
 	// Toolkit is the toolkit version its path names ("" when unknown).
 	Toolkit string `json:"toolkit,omitempty" yaml:"toolkit,omitempty"`
+	// Config is the NVIDIA runtime config file the handler's program
+	// reads: nvruntime.DefaultPath, or the one a wrapper script's
+	// environment points it at (nvruntime.Wrapper.ConfigPath).
+	Config string `json:"config,omitempty" yaml:"config,omitempty"`
+	// ConfigFrom says which wrapper setting chose Config ("" for the
+	// default).
+	ConfigFrom string `json:"configFrom,omitempty" yaml:"configFrom,omitempty"`
 	// Decision is the runtime's mode and CDI kind for such a request.
 	Decision nvruntime.Decision `json:"decision" yaml:"decision"`
 	// PatchedSpec is true when such a pod gets the edits of the patched
@@ -96,6 +113,7 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 		return r
 	}
 	r.Runtime = nv
+	configs := map[string]*nvruntime.Config{nv.Path: nv}
 	kind := nvruntime.DefaultKind
 	if _, spec, err := cdi.Load(host, specPath); err == nil && spec.Kind != "" {
 		kind = spec.Kind
@@ -117,8 +135,19 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 			v = nvruntime.VersionOf(resolved)
 		}
 		p.Toolkit = v.String()
-		p.Decision = nv.Decide(p.Program, v, nvruntime.RequestIDs)
-		p.Why, p.PatchedSpec = podPathWhy(host, nv, p, kind, specDir, specPath)
+		hnv, from, f := handlerConfig(host, rt.BinaryName, v, nv, configs)
+		if f != nil {
+			r.Findings = append(r.Findings, *f)
+			if hnv == nil {
+				continue
+			}
+		}
+		p.Config, p.ConfigFrom = hnv.Path, from
+		p.Decision = hnv.Decide(p.Program, v, nvruntime.RequestIDs)
+		p.Why, p.PatchedSpec = podPathWhy(host, hnv, p, kind, specDir, specPath)
+		if p.ConfigFrom != "" && !p.PatchedSpec {
+			p.Why += fmt.Sprintf(" (the runtime reads %s, set by %s, not %s)", hnv.Path, p.ConfigFrom, nv.Path)
+		}
 		r.Paths = append(r.Paths, p)
 		if p.PatchedSpec {
 			served = append(served, p.Handler)
@@ -126,8 +155,9 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 		}
 		bypass = append(bypass, cdi.Finding{Code: CodeBypass, Message: fmt.Sprintf(
 			"%s: pods with runtimeClassName %s and the device plugin's envvar strategy (NVIDIA_VISIBLE_DEVICES=GPU-…) do not get the patched spec %s: %s; fix: %s",
-			c.Path, p.Handler, specPath, p.Why, podPathFix(c, nv, p, specPath))})
+			c.Path, p.Handler, specPath, p.Why, podPathFix(c, configs[p.Config], p, specPath))})
 	}
+	r.Findings = append(r.Findings, envvarRefused(c, r.Paths, configs)...)
 	sev := cdi.SeverityWarning
 	if len(served) == 0 && len(r.Paths) > 0 {
 		sev = cdi.SeverityError
@@ -148,6 +178,65 @@ func Judge(host *hostfs.Root, c *containerd.Config, nvConfig, specPath string) *
 			c.Path, specPath, fix, nv.Path)})
 	}
 	return r
+}
+
+// handlerConfig is the NVIDIA runtime config the program binaryName (of
+// toolkit version v, zero when unknown) reads, and which wrapper setting
+// chose it ("" for def, the default):
+// def, or the file a wrapper script points it at, loaded once into
+// configs by path. A wrapper or config that cannot be read is a finding
+// (CodeWrapper, CodeNVRuntimeConfig), with a nil config when the handler
+// cannot be judged.
+func handlerConfig(host *hostfs.Root, binaryName string, v nvruntime.Version, def *nvruntime.Config, configs map[string]*nvruntime.Config) (*nvruntime.Config, string, *cdi.Finding) {
+	w, err := nvruntime.ReadWrapper(host, binaryName)
+	if err != nil {
+		return def, "", &cdi.Finding{Severity: cdi.SeverityWarning, Code: CodeWrapper, Message: fmt.Sprintf(
+			"%v: which config file the runtime reads is not known, %s is judged; fix the script", err, def.Path)}
+	}
+	p, from := w.ConfigPathFor(v)
+	if c, ok := configs[p]; ok {
+		return c, from, nil
+	}
+	c, err := nvruntime.Load(host, p)
+	if err != nil {
+		return nil, from, &cdi.Finding{Severity: cdi.SeverityError, Code: CodeNVRuntimeConfig, Message: fmt.Sprintf(
+			"%v (the config %s makes the runtime read, by %s): the NVIDIA runtime fails every container it starts; fix the file", err, binaryName, from)}
+	}
+	configs[p] = c
+	return c, from, nil
+}
+
+// envvarRefused is a CodeEnvvarRefused warning for each config file, read
+// by handlers of paths that give pods the patched spec, that sets
+// accept-nvidia-visible-devices-envvar-when-unprivileged = false: the
+// runtime then drops NVIDIA_VISIBLE_DEVICES from an unprivileged
+// container's request (nvidia-container-toolkit
+// internal/config/image/cuda_image.go, VisibleDevices, in every mode), and
+// the device plugin's pods are unprivileged. A warning: the cdi-cri and
+// cdi-annotations strategies do not use the variable (containerd injects
+// the devices named in the CRI request or the pod's annotation on every
+// handler, docs/pod-path.md), and which one the cluster uses is not the
+// node's to know.
+func envvarRefused(c *containerd.Config, paths []Path, configs map[string]*nvruntime.Config) cdi.Findings {
+	byConfig := map[string][]string{}
+	var order []string
+	for _, p := range paths {
+		nv := configs[p.Config]
+		if !p.PatchedSpec || nv == nil || nv.AcceptEnvvarUnprivileged {
+			continue
+		}
+		if _, ok := byConfig[p.Config]; !ok {
+			order = append(order, p.Config)
+		}
+		byConfig[p.Config] = append(byConfig[p.Config], p.Handler)
+	}
+	var out cdi.Findings
+	for _, cfg := range order {
+		out = append(out, cdi.Finding{Severity: cdi.SeverityWarning, Code: CodeEnvvarRefused, Message: fmt.Sprintf(
+			"%s: accept-nvidia-visible-devices-envvar-when-unprivileged = false in %s, which the runtime of handler %s reads: it ignores NVIDIA_VISIBLE_DEVICES in unprivileged containers, so a pod of the device plugin's envvar strategy (nodeprep cluster render's default) gets no GPU at all; fix: remove the key from %s, or set deviceListStrategy: cdi-cri in the device plugin's values (containerd then injects the devices from the plugin's own spec, which nodeprep's re-patch keeps patched; cluster check warns of that window)",
+			c.Path, cfg, strings.Join(byConfig[cfg], ", "), cfg)})
+	}
+	return out
 }
 
 // podPathWhy says why a pod of p does not get the spec, or ("", true).

@@ -64,6 +64,20 @@ func TestPodPaths(t *testing.T) {
 			{podpath.CodeBypass, cdi.SeverityError, `the handler nvidia-cdi is under plugins."io.containerd.cri.v1.runtime".containerd.runtimes, which containerd 1.x (config version 2) ignores; move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi`},
 			{podpath.CodeNone, cdi.SeverityError, `move it to plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi`},
 		}},
+		// Issue 29: the GPU Operator's wrapper runs the runtime with the
+		// toolkit's own config (mode auto), not /etc's (mode cdi).
+		{scenario: "nvruntime-operator-wrapper", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "(the runtime reads /usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml, set by NVIDIA_CTK_CONFIG_FILE_PATH in /usr/local/nvidia/toolkit/nvidia-container-runtime, not /etc/nvidia-container-runtime/config.toml)"},
+			{podpath.CodeNone, cdi.SeverityError, ""},
+		}},
+		{scenario: "nvruntime-operator-wrapper-xdg", want: []want{
+			{podpath.CodeBypass, cdi.SeverityError, "set by XDG_CONFIG_HOME in /usr/local/nvidia/toolkit/nvidia-container-runtime"},
+			{podpath.CodeNone, cdi.SeverityError, ""},
+		}},
+		{scenario: "nvruntime-envvar-refused", served: []string{"nvidia-cdi"}, want: []want{
+			{podpath.CodeEnvvarRefused, cdi.SeverityWarning, "accept-nvidia-visible-devices-envvar-when-unprivileged = false in /etc/nvidia-container-runtime/config.toml, which the runtime of handler nvidia-cdi reads"},
+			{podpath.CodeBypass, cdi.SeverityWarning, "runtimeClassName nvidia and the device plugin's envvar strategy"},
+		}},
 		{scenario: "nvruntime-nixos-117", served: []string{"nvidia-cdi"}, want: []want{
 			{podpath.CodeBypass, cdi.SeverityWarning, "it picks legacy (toolkit 1.17.8, before 1.18)"},
 		}},
