@@ -30,7 +30,9 @@ type ExpectedDevice struct {
 // manifest library that will not resolve in the container, every hostPath
 // missing on the host, a cdiVersion lower than the fields need, devices
 // with no container edits, two mounts with one containerPath, expected
-// devices or device nodes that are absent (F6), and g's own host findings.
+// devices or device nodes that are absent (F6), toolkit 1.20.0's
+// update-application-profile hook (ProfileHookFindings), and g's own host
+// findings.
 func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDevice) Findings {
 	a := newAnalyzer(spec, g, host)
 	_, fs := a.run(false)
@@ -38,6 +40,7 @@ func Check(spec *specs.Spec, g *Graphics, host *hostfs.Root, expect []ExpectedDe
 	fs = append(fs, lint(spec, a.cache.exist)...)
 	fs = append(fs, CheckDevices(spec, expect)...)
 	fs = append(fs, CheckMIGCaps(spec, host, expect)...)
+	fs = append(fs, ProfileHookFindings(spec)...)
 	if _, hook := a.ldcacheFolders(); !hook {
 		fs = append(fs, warnf(CodeNoLdcacheHook, "the spec has no update-ldcache hook: libraries named by soname resolve only if the image's linker cache already lists their folder"))
 	}

@@ -220,6 +220,7 @@ func PlanPatch(host *hostfs.Root, opts FileOptions) (*PatchPlan, error) {
 	findings = append(findings, Lint(spec, host)...)
 	findings = append(findings, CheckDevices(spec, opts.Expect)...)
 	findings = append(findings, CheckMIGCaps(spec, host, opts.Expect)...)
+	findings = append(findings, ProfileHookFindings(spec)...)
 	findings = append(findings, nameFindings(opts.Spec)...)
 	if changes == nil {
 		changes = []Change{} // [] in JSON, not null
