@@ -62,6 +62,7 @@ func TestOneFactOneVerdict(t *testing.T) {
 		{"the spec's directory not in cdi_spec_dirs", overlay("k3s-containerd-spec-dir"), "containerd-spec-dir", false, 0},
 		{"only the nvidia handler, mode auto", overlay("nvruntime-auto-only"), "pod-path-bypass", false, 0},
 		{"the nvidia-cdi handler serves the spec", overlay("k3s-containerd-ok"), "", false, 0},
+		{"the nvidia handler is the GPU Operator's wrapper, whose config says mode auto", overlay("nvruntime-operator-wrapper"), "pod-path-bypass", false, 0},
 		{"the nvidia-cdi handler under the version 2 plugin of a version 3 config", overlay("k3s-containerd-v2-table"), "containerd-misplaced-runtime", false, 0},
 		{"the device plugin's spec in the read-only store", linkStorePluginSpec, "unpatchable-spec", true, 0},
 		// Two faults at once: every command names the specs' first, as up,

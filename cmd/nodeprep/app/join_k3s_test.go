@@ -112,6 +112,12 @@ func TestContainerdChecks(t *testing.T) {
 		{over: "nvruntime-auto-only", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "error    pod-path-none"},
 		{over: "nvruntime-mode-cdi", args: []string{"cdi", "check"}, want: 0},
 		{over: "nvruntime-bad-config", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "nvidia-runtime-config"},
+		// Issue 29: the GPU Operator's wrapper points the runtime at the
+		// toolkit's own config (mode auto), whatever /etc's says; a config
+		// that refuses NVIDIA_VISIBLE_DEVICES to unprivileged pods.
+		{over: "nvruntime-operator-wrapper", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: "set by NVIDIA_CTK_CONFIG_FILE_PATH in /usr/local/nvidia/toolkit/nvidia-container-runtime, not /etc/nvidia-container-runtime/config.toml"},
+		{over: "nvruntime-envvar-refused", args: []string{"cdi", "check"}, want: 0, contains: "warning  nvidia-runtime-envvar-refused"},
+		{over: "nvruntime-envvar-refused", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "accept-nvidia-visible-devices-envvar-when-unprivileged = false"},
 		{over: "nvruntime-auto-only", args: []string{"join", "--gfd-labels=false"}, want: 0, contains: "warning: /var/lib/rancher/k3s/agent/etc/containerd/config.toml: no runtime handler gives GPU pods the patched spec"},
 		// Issue 32: a nvidia-cdi handler under the version 2 plugin in a version 3 file.
 		{over: "k3s-containerd-v2-table", args: []string{"cdi", "check"}, want: ExitCheckFailed, contains: `error    containerd-misplaced-runtime  /var/lib/rancher/k3s/agent/etc/containerd/config.toml: the handler nvidia-cdi is under plugins."io.containerd.grpc.v1.cri".containerd.runtimes, which containerd 2.x (config version 3) ignores`},
