@@ -230,6 +230,7 @@ func (c *checker) judge(o *Object) []Row {
 			listStrategy: deref(o.Values.DeviceListStrategy, "envvar"), idStrategy: deref(o.Values.DeviceIDStrategy, "uuid"),
 			driverRoot: deref(o.Values.NvidiaDriverRoot, "/"), where: "values",
 		}), o.Values.RuntimeClassName, true)
+		row.Cells = c.withProfileHook(row.Cells, valuesPodSpec(o.Values))
 		return c.withClass([]Row{row}, o.Values.RuntimeClassName)
 	case o.PodSpec == nil:
 		return nil
@@ -238,7 +239,7 @@ func (c *checker) judge(o *Object) []Row {
 	if o.Kind == "DaemonSet" && isDevicePlugin(ps) {
 		row := base
 		row.Role = RoleDevicePlugin
-		row.Cells = c.withPodPath(c.devicePlugin(ps, daemonSetSettings(ps)), ps.RuntimeClassName, true)
+		row.Cells = c.withProfileHook(c.withPodPath(c.devicePlugin(ps, daemonSetSettings(ps)), ps.RuntimeClassName, true), ps)
 		return c.withClass([]Row{row}, ps.RuntimeClassName)
 	}
 	var rows []Row
@@ -253,7 +254,7 @@ func (c *checker) judge(o *Object) []Row {
 	case gpus > 0 || c.selectsPool(ps):
 		row := base
 		row.Role = RoleGPUWorkload
-		row.Cells = c.withPodPath(c.scheduleCells(ps, gpus, true), ps.RuntimeClassName, false)
+		row.Cells = c.withProfileHook(c.withPodPath(c.scheduleCells(ps, gpus, true), ps.RuntimeClassName, false), ps)
 		rows = append(rows, row)
 	case o.Kind != "DaemonSet" && c.toleratesPoolTaint(ps):
 		row := base

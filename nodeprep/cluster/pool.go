@@ -48,6 +48,12 @@ type Pool struct {
 	DeviceNames []string
 	// DriverRoot is the host directory of the driver (NixOS: /run/opengl-driver).
 	DriverRoot string
+	// ProfileHook, when not empty, says why a GPU container that mounts a
+	// read-only /etc/nvidia does not start on the nodes: their CDI spec
+	// carries toolkit 1.20.0's update-application-profile hook (the
+	// cdi.CodeProfileHookReadOnly finding of the node's spec). Empty when
+	// it does not, or when the nodes' spec is not known.
+	ProfileHook string
 }
 
 // node is the model of one pool node: what the scheduler sees of it.

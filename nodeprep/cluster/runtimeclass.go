@@ -210,3 +210,57 @@ func (c *checker) handlerOf(rc *string) *string {
 	}
 	return rc
 }
+
+// readOnlyEtcNvidia names the first container of ps that mounts a
+// read-only volume at /etc/nvidia or /etc (readOnly, or a ConfigMap,
+// Secret, projected or downward API volume, which the kubelet always
+// mounts read-only), with the volume; "" when none does.
+func readOnlyEtcNvidia(ps *corev1.PodSpec) string {
+	vols := map[string]corev1.VolumeSource{}
+	for _, v := range ps.Volumes {
+		vols[v.Name] = v.VolumeSource
+	}
+	for _, cs := range [][]corev1.Container{ps.InitContainers, ps.Containers} {
+		for _, ct := range cs {
+			for _, m := range ct.VolumeMounts {
+				mp := strings.TrimRight(m.MountPath, "/")
+				if mp != "/etc/nvidia" && mp != "/etc" {
+					continue
+				}
+				src := vols[m.Name]
+				if m.ReadOnly || src.ConfigMap != nil || src.Secret != nil || src.Projected != nil || src.DownwardAPI != nil {
+					return fmt.Sprintf("container %s mounts volume %s read-only at %s", Printable(ct.Name), Printable(m.Name), Printable(m.MountPath))
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// withProfileHook fails the on-prem cell of a pod that mounts a read-only
+// /etc/nvidia when the pool's nodes run toolkit 1.20.0's
+// update-application-profile hook (Pool.ProfileHook): the hook fails the
+// container at creation.
+func (c *checker) withProfileHook(cells []Cell, ps *corev1.PodSpec) []Cell {
+	if c.pool.ProfileHook == "" || ps == nil {
+		return cells
+	}
+	what := readOnlyEtcNvidia(ps)
+	if what == "" {
+		return cells
+	}
+	reason := what + ": " + c.pool.ProfileHook
+	fix := "mount it elsewhere (the device plugin's config at /config, as its chart does), or upgrade the nodes' nvidia-container-toolkit to 1.20.1 or later"
+	for i := range cells {
+		if cells[i].Column != ColumnOnPrem {
+			continue
+		}
+		if cells[i].Verdict == VerdictFail {
+			cells[i].Reason += "; " + reason
+			cells[i].Fix += "; " + fix
+		} else {
+			cells[i] = Cell{Column: ColumnOnPrem, Verdict: VerdictFail, Reason: reason, Fix: fix}
+		}
+	}
+	return cells
+}

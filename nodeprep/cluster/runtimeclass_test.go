@@ -194,3 +194,65 @@ func TestRuntimeClassRules(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileHookReadOnlyEtcNvidia: on nodes whose spec carries toolkit
+// 1.20.0's update-application-profile hook (Pool.ProfileHook), a GPU pod
+// or the device plugin that mounts a read-only /etc/nvidia fails on-prem,
+// naming the mount and the fix; elsewhere, or on other nodes, it passes.
+func TestProfileHookReadOnlyEtcNvidia(t *testing.T) {
+	t.Parallel()
+	pod := func(mount string) string {
+		return patchedClassDoc + "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  runtimeClassName: nvidia-cdi\n" +
+			"  tolerations: [{key: sku, operator: Exists}]\n  nodeSelector: {nodeprep.dev/gpu-ready: \"true\"}\n" +
+			"  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}, volumeMounts: [" + mount + "]}]\n" +
+			"  volumes: [{name: cfg, configMap: {name: plugin-config}}, {name: host, hostPath: {path: /srv/nv}}]\n"
+	}
+	plugin := patchedClassDoc + `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nvdp, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: nvdp}}
+  template:
+    metadata: {labels: {app: nvdp}}
+    spec:
+      runtimeClassName: nvidia-cdi
+      nodeSelector: {payload: task_runner}
+      tolerations: [{key: sku, operator: Exists}]
+      containers:
+      - name: nvidia-device-plugin-ctr
+        image: nvcr.io/nvidia/k8s-device-plugin:v0.19.0
+        args: [--config-file=/etc/nvidia/config.yaml]
+        env: [{name: NVIDIA_DRIVER_ROOT, value: /run/opengl-driver}]
+        volumeMounts: [{name: cfg, mountPath: /etc/nvidia}]
+      volumes: [{name: cfg, configMap: {name: plugin-config}}]
+`
+	const hook = "the node's CDI spec carries toolkit 1.20.0's update-application-profile hook"
+	tests := []struct {
+		name, manifest, object string
+		hook                   bool
+		fails                  bool
+	}{
+		{"a ConfigMap at /etc/nvidia", pod("{name: cfg, mountPath: /etc/nvidia}"), "pod/p", true, true},
+		{"a read-only hostPath at /etc/nvidia/", pod("{name: host, mountPath: /etc/nvidia/, readOnly: true}"), "pod/p", true, true},
+		{"a writable hostPath at /etc/nvidia", pod("{name: host, mountPath: /etc/nvidia}"), "pod/p", true, false},
+		{"a ConfigMap at /config", pod("{name: cfg, mountPath: /config}"), "pod/p", true, false},
+		{"nodes without the hook", pod("{name: cfg, mountPath: /etc/nvidia}"), "pod/p", false, false},
+		{"the device plugin's config at /etc/nvidia", plugin, "daemonset/kube-system/nvdp", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pool := seedPool(t)
+			if tt.hook {
+				pool.ProfileHook = hook
+			}
+			rep := checkString(t, pool, tt.manifest)
+			c := cell(t, rep, tt.object, ColumnOnPrem)
+			failed := c.Verdict == VerdictFail && strings.Contains(c.Reason, "read-only at /etc/nvidia") && strings.Contains(c.Reason, hook) &&
+				strings.Contains(c.Fix, "1.20.1 or later")
+			if failed != tt.fails {
+				t.Errorf("%s: %+v, want the read-only /etc/nvidia failure: %t", tt.object, c, tt.fails)
+			}
+		})
+	}
+}

@@ -345,7 +345,9 @@ func boolInt(b bool) int {
 // registers it: every label and taint of k3s's merged node-label and
 // node-taint lists (nodeprep's drop-in among them), the pool label as
 // `cluster check` picks it (cluster.poolLabel, else the first of
-// join.labels).
+// join.labels), and the node's spec: with toolkit 1.20.0's
+// update-application-profile hook in it (cdi.CodeProfileHookReadOnly), a
+// GPU pod or device plugin that mounts a read-only /etc/nvidia fails.
 func clusterCheck(f *Facts, cfg config.Config, plan *Planned, opts CheckOptions) (Result, error) {
 	res := Result{Name: CheckCluster, Status: StatusOK}
 	rd := cluster.Reader{IsConfig: func(doc []byte) bool {
@@ -404,6 +406,14 @@ func clusterCheck(f *Facts, cfg config.Config, plan *Planned, opts CheckOptions)
 	if err != nil {
 		res.Status, res.Problems = StatusFailed, []string{"error: " + err.Error()}
 		return res, nil
+	}
+	if plan.CDI != nil {
+		for _, f := range plan.CDI.Findings {
+			if f.Code == cdi.CodeProfileHookReadOnly {
+				pool.ProfileHook = "the node's CDI spec carries toolkit 1.20.0's update-application-profile hook, which fails a container with a read-only /etc/nvidia (NVIDIA/nvidia-container-toolkit#2026)"
+				break
+			}
+		}
 	}
 	rep := cluster.Check(objs, skip, cluster.CheckOptions{Pool: pool, Metrics: opts.Metrics})
 	judged := 0
