@@ -47,18 +47,18 @@ func TestCheckNode(t *testing.T) {
 		code int
 		says string // in the output
 	}{
-		"good":             {0, "ok: the node would be ready"},
-		"generated":        {0, "nvidia-container-toolkit.json patched in memory (11 changes) and checked"},
+		"good":      {0, "ok: the node would be ready"},
+		"generated": {0, "nvidia-container-toolkit.json patched in memory (11 changes) and checked"},
 		// Issue 29: toolkit 1.20.0's update-application-profile hook and a
 		// device plugin whose ConfigMap is mounted at /etc/nvidia.
 		"generated-profile-hook": {1, "container nvidia-device-plugin-ctr mounts volume config read-only at /etc/nvidia: the node's CDI spec carries toolkit 1.20.0's update-application-profile hook"},
-		"missing-library":  {1, "unresolved-library: vulkan-icd /run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json names /nix/store/0m1n2p3q4r5s6a7b8c9d0f1g2h3j4k5l-nvidia-x11-550.54.15-6.6.30/lib/libGLX_nvidia.so.0"},
-		"template-cdi-off": {1, "containerd-cdi-disabled: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl: enable_cdi = false"},
-		"taint-refused":    {1, `taint "dedicated=gpu:NoSchedul": effect "NoSchedul" is not one of`},
-		"kubelet-taint":    {1, "registerWithTaints (dedicated=gpu:NoSchedule) never reaches the node"},
-		"untolerated":      {1, "untolerated taint nvidia.com/gpu=present:NoSchedule"},
-		"no-handler":       {1, "k3s would register no NVIDIA runtime handler"},
-		"unknown-field":    {65, `unknown field "nodeLabels"`},
+		"missing-library":        {1, "unresolved-library: vulkan-icd /run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json names /nix/store/0m1n2p3q4r5s6a7b8c9d0f1g2h3j4k5l-nvidia-x11-550.54.15-6.6.30/lib/libGLX_nvidia.so.0"},
+		"template-cdi-off":       {1, "containerd-cdi-disabled: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl: enable_cdi = false"},
+		"taint-refused":          {1, `taint "dedicated=gpu:NoSchedul": effect "NoSchedul" is not one of`},
+		"kubelet-taint":          {1, "registerWithTaints (dedicated=gpu:NoSchedule) never reaches the node"},
+		"untolerated":            {1, "untolerated taint nvidia.com/gpu=present:NoSchedule"},
+		"no-handler":             {1, "k3s would register no NVIDIA runtime handler"},
+		"unknown-field":          {65, `unknown field "nodeLabels"`},
 	}
 	dirs, _ := filepath.Glob(filepath.Join(fleetCorpus, "*", "facts.json"))
 	if len(dirs) != len(want) {
