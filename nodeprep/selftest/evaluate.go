@@ -227,12 +227,16 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 		nvidia    []*Adapter // exposed NVIDIA GPU-type adapters
 		unmatched []*Adapter // ... whose UUID is no GPU's
 		cpu       *Adapter   // the best exposed CPU adapter
+		hiddenCPU *Adapter   // the best CPU adapter wgpu hides
 	)
 	for i := range vk.Adapters {
 		a := &vk.Adapters[i]
 		seen = append(seen, a.Label())
 		if a.Hidden {
 			r.warn("adapter %s hidden: %s", a.Label(), a.HiddenReason)
+			if a.DeviceType == DeviceCPU && hiddenCPU == nil {
+				hiddenCPU = a
+			}
 			continue
 		}
 		if a.Vendor == VendorNVIDIA && a.DeviceType.IsGPU() {
@@ -292,7 +296,11 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 			r.fail(ReasonDuplicateAdapter, "%s: %d Vulkan adapters have its UUID, want exactly one: %s (two ICD manifests loading NVIDIA drivers?)", gpuLabel(g), len(qualified), strings.Join(names, ", "))
 		case standIn:
 			if cpu == nil {
-				if !standInFailed {
+				switch {
+				case standInFailed:
+				case hiddenCPU != nil:
+					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: the CPU adapter %s cannot stand in: %s", hiddenCPU.Label(), hiddenCPU.HiddenReason)
+				default:
 					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: no CPU Vulkan adapter to stand in (install Mesa's lavapipe, Debian's mesa-vulkan-drivers, or name its manifest with VK_DRIVER_FILES); the loader listed: %s", strings.Join(seen, ", "))
 				}
 				standInFailed = true
@@ -338,6 +346,8 @@ func dispatchProblem(a *Adapter) string {
 		return ""
 	case d.Result == "VK_TIMEOUT":
 		return fmt.Sprintf("compute dispatch on adapter %s: the fence did not signal in time (%s)", a.Label(), d.Step)
+	case strings.HasPrefix(d.Step, "vkGetDeviceProcAddr("):
+		return fmt.Sprintf("adapter %s is listed by wgpu, but wgpu's device creation on it fails: %s, a Vulkan 1.2 device function wgpu-hal loads for its timeline-semaphore fences; the Vulkan loader withholds device functions above the api_version its ICD manifest declares, and the device says Vulkan %s (raise the manifest's api_version to the driver's)", a.Label(), d.Step, a.APIVersion)
 	case d.Step != "":
 		return fmt.Sprintf("compute dispatch on adapter %s failed at %s: %s", a.Label(), d.Step, d.Result)
 	}

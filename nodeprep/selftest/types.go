@@ -79,6 +79,13 @@ type VulkanReport struct {
 	Loader string `json:"loader" yaml:"loader"`
 	// LoaderVersion is vkEnumerateInstanceVersion's answer ("1.3.239").
 	LoaderVersion string `json:"loaderVersion,omitempty" yaml:"loaderVersion,omitempty"`
+	// InstanceVersion is the apiVersion the instance was created with, as
+	// wgpu-hal creates it: "1.3.0" when the loader is 1.1 or newer, else
+	// "1.0.0".
+	InstanceVersion string `json:"instanceVersion,omitempty" yaml:"instanceVersion,omitempty"`
+	// InstanceExtensions are the instance extensions enabled: those of
+	// wgpu-hal's desired_extensions the loader offers.
+	InstanceExtensions []string `json:"instanceExtensions,omitempty" yaml:"instanceExtensions,omitempty"`
 	// Stage is where the probe stopped (StageLoad, StageInstance,
 	// StageEnumerate); empty when adapters were listed.
 	Stage string `json:"stage,omitempty" yaml:"stage,omitempty"`
@@ -144,10 +151,18 @@ type Adapter struct {
 	// ConformanceVersion is the CTS version the driver passed ("1.3.1.1");
 	// empty when driver properties are unavailable.
 	ConformanceVersion string `json:"conformanceVersion,omitempty" yaml:"conformanceVersion,omitempty"`
-	// Hidden is true when wgpu would not expose the adapter; HiddenReason
-	// says why.
-	Hidden       bool   `json:"hidden,omitempty" yaml:"hidden,omitempty"`
-	HiddenReason string `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"` // why wgpu would hide it
+	// Hidden is true when wgpu would not expose the adapter; HiddenRule
+	// names the rule of wgpu-hal's expose_adapter that hides it and
+	// HiddenReason says it in words.
+	Hidden       bool       `json:"hidden,omitempty" yaml:"hidden,omitempty"`
+	HiddenRule   HiddenRule `json:"hiddenRule,omitempty" yaml:"hiddenRule,omitempty"`     // the wgpu rule that hides it
+	HiddenReason string     `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"` // why wgpu would hide it
+	// QueueFamily0 are queue family 0's flags ("GRAPHICS|COMPUTE|TRANSFER"),
+	// the family wgpu uses.
+	QueueFamily0 string `json:"queueFamily0,omitempty" yaml:"queueFamily0,omitempty"`
+	// WGPU is what wgpu reports for the adapter (limits, features,
+	// downlevel flags, subgroup sizes); nil for a hidden adapter.
+	WGPU *WGPU `json:"wgpu,omitempty" yaml:"wgpu,omitempty"`
 	// Dispatch is the compute dispatch's result; nil when none was run
 	// (hidden adapter, no compute queue).
 	Dispatch *Dispatch `json:"dispatch,omitempty" yaml:"dispatch,omitempty"`
