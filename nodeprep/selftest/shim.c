@@ -115,9 +115,12 @@ int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, uint32_t *api
 	const char *enabled[N_WGPU_INSTANCE_EXTS];
 	uint32_t nenabled = 0;
 	if (eiep != NULL) {
-		uint32_t n = 0;
-		if (eiep(NULL, &n, NULL) == VK_SUCCESS && n > 0) {
-			VkExtensionProperties *avail = calloc(n, sizeof *avail);
+		// One call into a buffer large enough for any loader (each call
+		// makes the loader scan and open every ICD again): VK_INCOMPLETE
+		// still fills it.
+		uint32_t n = 512;
+		VkExtensionProperties *avail = calloc(n, sizeof *avail);
+		{
 			if (avail != NULL && eiep(NULL, &n, avail) >= 0) {
 				size_t used = 0;
 				for (size_t i = 0; i < N_WGPU_INSTANCE_EXTS; i++) {
@@ -129,8 +132,8 @@ int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, uint32_t *api
 						used += (size_t)w;
 				}
 			}
-			free(avail);
 		}
+		free(avail);
 	}
 	// wgpu-hal asks for 1.3 (its highest) unless the loader is 1.0.
 	uint32_t want = *loader_version < VK_API_VERSION_1_1 ? VK_API_VERSION_1_0 : VK_API_VERSION_1_3;
@@ -996,19 +999,16 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 		d->failed_step = "EGL_KHR_surfaceless_context not supported";
 		goto out;
 	}
-	// Desktop GL first, then GLES (EGL 1.4 eglBindAPI).
-	EGLint gles_attrs[] = {EGL_CONTEXT_CLIENT_VERSION, 2, EGL_NONE};
-	const EGLint *attrs = NULL;
-	EGLint renderable = EGL_OPENGL_BIT;
-	if (has_word(d->client_apis, "OpenGL") && e->bind_api(EGL_OPENGL_API)) {
-		d->api = "OpenGL";
-	} else if (e->bind_api(EGL_OPENGL_ES_API)) {
-		d->api = "OpenGL ES";
-		attrs = gles_attrs;
-		renderable = EGL_OPENGL_ES2_BIT;
-	} else {
-		EGL_FAIL("eglBindAPI");
-	}
+	// The context wgpu-hal's GL backend makes (wgpu-hal/src/gles/egl.rs):
+	// OpenGL ES through eglBindAPI(EGL_OPENGL_ES_API), version 3
+	// requested (EGL_CONTEXT_MAJOR_VERSION, the same attribute as EGL 1.4's
+	// EGL_CONTEXT_CLIENT_VERSION).
+	EGLint gles_attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_NONE};
+	const EGLint *attrs = gles_attrs;
+	EGLint renderable = EGL_OPENGL_ES2_BIT;
+	if (!e->bind_api(EGL_OPENGL_ES_API))
+		EGL_FAIL("eglBindAPI(EGL_OPENGL_ES_API)");
+	d->api = "OpenGL ES";
 	EGLConfig cfg = EGL_NO_CONFIG_KHR;
 	if (!has_word(dexts, "EGL_KHR_no_config_context") && !has_word(dexts, "EGL_MESA_configless_context")) {
 		EGLint cattrs[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_RENDERABLE_TYPE, renderable, EGL_NONE};
@@ -1018,7 +1018,7 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 	}
 	ctx = e->create_context(dpy, cfg, EGL_NO_CONTEXT, attrs);
 	if (ctx == EGL_NO_CONTEXT)
-		EGL_FAIL("eglCreateContext");
+		EGL_FAIL("eglCreateContext(OpenGL ES 3.0)");
 	if (!e->make_current(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx))
 		EGL_FAIL("eglMakeCurrent(EGL_NO_SURFACE)");
 	current = 1;
@@ -1032,6 +1032,11 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 	copy_str(d->gl_version, sizeof d->gl_version, (const char *)gl_get_string(0x1F02));  // GL_VERSION
 	if (d->gl_renderer[0] == '\0')
 		d->failed_step = "glGetString(GL_RENDERER) returned nothing";
+	// "OpenGL ES 3.2 Mesa 22.3.6" (OpenGL ES 3.2 spec, GetString).
+	if (sscanf(d->gl_version, "OpenGL ES %d.%d", &d->gles_major, &d->gles_minor) != 2)
+		d->gles_major = d->gles_minor = 0;
+	if (d->failed_step == NULL && d->gles_major < 3)
+		d->failed_step = "the context is below OpenGL ES 3.0";
 	d->context_ms = now_ms() - t;
 
 out:

@@ -225,8 +225,9 @@ type EGLReport struct {
 }
 
 // EGLDevice is one EGL device opened on EGL_PLATFORM_DEVICE_EXT
-// (EGL_EXT_platform_device) with a surfaceless, configless context
-// (EGL_KHR_surfaceless_context, EGL_KHR_no_config_context).
+// (EGL_EXT_platform_device) with a surfaceless, configless OpenGL ES 3
+// context, the context wgpu's GL backend makes (EGL_KHR_surfaceless_context,
+// EGL_KHR_no_config_context).
 type EGLDevice struct {
 	Index int `json:"index" yaml:"index"` // position in eglQueryDevicesEXT's list
 	// UUID is EGL_DEVICE_UUID_EXT (EGL_EXT_device_persistent_id) in the
@@ -241,12 +242,17 @@ type EGLDevice struct {
 	// Vendor and Version are the display's EGL_VENDOR and EGL_VERSION.
 	Vendor  string `json:"vendor,omitempty" yaml:"vendor,omitempty"`
 	Version string `json:"version,omitempty" yaml:"version,omitempty"` // EGL_VERSION of the display
-	// API is the client API the context was made for ("OpenGL", "OpenGL ES").
+	// API is the client API the context was made for: "OpenGL ES", as
+	// wgpu's GL backend binds it.
 	API string `json:"api,omitempty" yaml:"api,omitempty"`
 	// GLVendor, GLRenderer and GLVersion are glGetString's answers.
 	GLVendor   string `json:"glVendor,omitempty" yaml:"glVendor,omitempty"`
 	GLRenderer string `json:"glRenderer,omitempty" yaml:"glRenderer,omitempty"` // GL_RENDERER of the context
 	GLVersion  string `json:"glVersion,omitempty" yaml:"glVersion,omitempty"`   // GL_VERSION of the context
+	// GLESVersion is the OpenGL ES version of the context ("3.2"), parsed
+	// from GL_VERSION; wgpu's GL backend needs 3.0 or newer
+	// (wgpu-hal/src/gles/adapter.rs), and a device below it fails.
+	GLESVersion string `json:"glesVersion,omitempty" yaml:"glesVersion,omitempty"`
 	// Error names the step that failed and the EGL error; empty when a
 	// context was made current and GL answered.
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
@@ -345,6 +351,7 @@ const (
 	ReasonEGLNoDevices       ReasonKind = "egl-no-devices"      // no device enumeration, or no device
 	ReasonEGLMissingDevice   ReasonKind = "egl-missing-device"  // no NVIDIA EGL device for a GPU
 	ReasonNoGPUs             ReasonKind = "no-gpus"             // the inventory has no GPU to test
+	ReasonRequirements       ReasonKind = "requirements"        // an adapter lacks a required wgpu limit or feature
 )
 
 // Reason is one failure.

@@ -12,10 +12,12 @@ package selftest
 // and requestDevice are decided by exactly these numbers.
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Vulkan constants the rules compare with (Vulkan spec).
@@ -600,4 +602,66 @@ func wgpuView(c *vkCaps) *WGPU {
 		w.SubgroupMinSize, w.SubgroupMaxSize = c.MinSubgroupSize, c.MaxSubgroupSize
 	}
 	return w
+}
+
+// FeatureNames are the WebGPU features (GPUFeatureName) nodeprep derives
+// as wgpu does (wgpuFeatures), the names selftest.requiredFeatures
+// accepts.
+var FeatureNames = []string{
+	"bgra8unorm-storage", "clip-distances", "depth-clip-control", "depth32float-stencil8",
+	"dual-source-blending", "float32-blendable", "float32-filterable", "indirect-first-instance",
+	"primitive-index", "rg11b10ufloat-renderable", "shader-f16", "subgroups",
+	"texture-compression-astc", "texture-compression-bc", "texture-compression-bc-sliced-3d",
+	"texture-compression-etc2", "timestamp-query",
+}
+
+// Requirements are what a workload's requestDevice asks of an adapter:
+// WebGPU limits (by LimitNames) and features (by FeatureNames). The zero
+// value asks nothing.
+type Requirements struct {
+	Limits   map[string]uint64
+	Features []string
+}
+
+// Check returns one error per unknown limit or feature name, and per
+// alignment limit that is not a power of two (WebGPU spec, "Limits":
+// requestDevice rejects it), joined; nil when every entry can be judged.
+func (q Requirements) Check() error {
+	var errs []error
+	names := slices.Clone(LimitNames)
+	keys := make([]string, 0, len(q.Limits))
+	for k := range q.Limits {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := q.Limits[k]
+		switch {
+		case !slices.Contains(names, k):
+			errs = append(errs, fmt.Errorf("requiredLimits.%s: not a limit wgpu reports (want one of %s)", k, strings.Join(names, ", ")))
+		case IsAlignmentLimit(k) && (v == 0 || v&(v-1) != 0):
+			errs = append(errs, fmt.Errorf("requiredLimits.%s: %d is not a power of two", k, v))
+		}
+	}
+	for _, f := range q.Features {
+		if !slices.Contains(FeatureNames, f) {
+			errs = append(errs, fmt.Errorf("requiredFeatures: %q is not a feature nodeprep judges (want one of %s)", f, strings.Join(FeatureNames, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unmet says what of q an exposed adapter's WGPU view lacks, one line per
+// limit or feature; nil when it meets all.
+func (q Requirements) unmet(w *WGPU) []string {
+	if w == nil {
+		return nil
+	}
+	out := w.Limits.Unmet(q.Limits)
+	for _, f := range q.Features {
+		if !slices.Contains(w.Features, f) {
+			out = append(out, "feature "+f+": not supported")
+		}
+	}
+	return out
 }

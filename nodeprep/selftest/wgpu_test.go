@@ -313,3 +313,98 @@ func TestWGPUDeviceFunctionsWithheld(t *testing.T) {
 		t.Errorf("reason %q blames conformance", r.Reasons[0].Message)
 	}
 }
+
+// TestEGLContextAsWGPU: the EGL probe makes wgpu's GL backend's context,
+// OpenGL ES 3.0 or newer, and reports its version; Mesa limited to GLES
+// 2.0 fails when EGL is required and is a warning when not. The old probe
+// made a desktop GL context and passed.
+func TestEGLContextAsWGPU(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		override string
+		require  bool
+		pass     bool
+	}{
+		{"GLES 3", "", true, true},
+		{"GLES 2 required", "2.0", true, false},
+		{"GLES 2 not required", "2.0", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := driverEnv("VK_DRIVER_FILES="+lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL)
+			if tc.override != "" {
+				env = append(env, "MESA_GLES_VERSION_OVERRIDE="+tc.override)
+			}
+			r := runProbe(t, simulatedInventory(), WithEnv(env), WithAllowCPUAdapter(true), WithRequireEGL(tc.require))
+			if r.Passed != tc.pass {
+				t.Fatalf("passed %v, want %v: %+v", r.Passed, tc.pass, r.Reasons)
+			}
+			if len(r.EGL.Devices) == 0 {
+				t.Fatalf("no EGL device: %+v", r.EGL)
+			}
+			d := r.EGL.Devices[0]
+			if d.API != "OpenGL ES" {
+				t.Errorf("context API %q, want OpenGL ES", d.API)
+			}
+			if tc.override == "" {
+				if d.GLESVersion < "3.0" || d.Error != "" {
+					t.Errorf("GLES version %q error %q, want 3.0 or newer", d.GLESVersion, d.Error)
+				}
+				return
+			}
+			msgs := r.Warnings
+			if tc.require {
+				wantReason(t, r, ReasonEGLMissingDevice, "OpenGL ES 3.0", "wgpu-hal/src/gles")
+				return
+			}
+			if !slices.ContainsFunc(msgs, func(s string) bool { return strings.Contains(s, "OpenGL ES 3.0") }) {
+				t.Errorf("warnings %q, want one naming OpenGL ES 3.0", msgs)
+			}
+		})
+	}
+}
+
+// TestRequirementsOnLavapipe: selftest.requiredLimits/requiredFeatures
+// judge the adapter that satisfies each GPU by wgpu's numbers: lavapipe
+// (a non-NVIDIA driver on Linux, so wgpu caps maxBufferSize at i32::MAX)
+// cannot give 4 GiB buffers, and the reason names the limit; what it
+// offers passes.
+func TestRequirementsOnLavapipe(t *testing.T) {
+	requireMesa(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		q         Requirements
+		pass      bool
+		fragments []string
+	}{
+		{"met", Requirements{Limits: map[string]uint64{"maxBufferSize": 1 << 30, "maxComputeInvocationsPerWorkgroup": 256}, Features: []string{"depth32float-stencil8"}}, true, nil},
+		{"maxBufferSize", Requirements{Limits: map[string]uint64{"maxBufferSize": 1 << 32}}, false, []string{"maxBufferSize: required 4294967296, adapter 2147483647", "llvmpipe"}},
+		{"feature", Requirements{Features: []string{"texture-compression-astc"}}, false, []string{"feature texture-compression-astc: not supported"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runProbe(t, simulatedInventory(), WithAllowCPUAdapter(true), WithRequirements(tc.q))
+			if r.Passed != tc.pass {
+				t.Fatalf("passed %v, want %v: %+v", r.Passed, tc.pass, r.Reasons)
+			}
+			if !tc.pass {
+				wantReason(t, r, ReasonRequirements, tc.fragments...)
+			}
+		})
+	}
+}
+
+func TestRequirementsCheck(t *testing.T) {
+	if err := (Requirements{Limits: map[string]uint64{"maxBufferSize": 1, "minUniformBufferOffsetAlignment": 256}, Features: []string{"subgroups"}}).Check(); err != nil {
+		t.Errorf("valid requirements refused: %v", err)
+	}
+	err := (Requirements{Limits: map[string]uint64{"maxBuffer": 1, "minStorageBufferOffsetAlignment": 0}, Features: []string{"bogus"}}).Check()
+	for _, want := range []string{"requiredLimits.maxBuffer: not a limit", "minStorageBufferOffsetAlignment: 0 is not a power of two", `"bogus" is not a feature`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check() = %v, want it to say %q", err, want)
+		}
+	}
+}
