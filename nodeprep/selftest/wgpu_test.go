@@ -408,3 +408,17 @@ func TestRequirementsCheck(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWGPUView: what deriving wgpu's view of one adapter (rules,
+// limits, features, downlevel flags) adds to the probe, per adapter.
+func BenchmarkWGPUView(b *testing.B) {
+	c := h100Caps()
+	for b.Loop() {
+		if exposeRule(&c) != "" {
+			b.Fatal("hidden")
+		}
+		if w := wgpuView(&c); w.Limits.MaxBindGroups != 8 {
+			b.Fatal(w.Limits)
+		}
+	}
+}
