@@ -11,6 +11,12 @@
 # boot (/run is tmpfs).
 # Build first (`make build`); NODEPREP overrides the binary (nodeprep-probe
 # must sit beside it), RUNS the count.
+# Optional comparators, in the same alternating run:
+#   BASELINE=/path/to/other/nodeprep   another build (nodeprep-probe beside
+#                                      it), e.g. main's, for before/after
+#   DENO_PROBE_CMD='deno run ... probe.js'  the Deno (wgpu) WebGPU probe,
+#                                      target: nodeprep <= 0.7x; see
+#                                      deno_probe_command below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${NODEPREP:-bin/nodeprep}
@@ -68,6 +74,22 @@ chmod +x "$root/children.sh" "$root/onechild.sh"
 # hyperfine call timing each command twice (-N: no shell; the pair runs
 # under sh -c, which it needs anyway), and the medians are taken over
 # every round's times.
+# deno_probe_command prints the Deno wgpu probe's command line, or
+# nothing when there is none: DENO_PROBE_CMD, set by whoever installs the
+# pinned Deno (the wgpu oracle) until this function finds it itself.
+deno_probe_command() { printf '%s' "${DENO_PROBE_CMD:-}"; }
+extra=()
+if [ -n "${BASELINE:-}" ]; then
+  [ -x "$BASELINE" ] || { echo "bench-selftest: BASELINE $BASELINE is not executable" >&2; exit 1; }
+  baseline=("$BASELINE" --root "$root" -q selftest --simulate dgx-h200 --allow-cpu-adapter)
+  "${baseline[@]}" >/dev/null || { echo "bench-selftest: the baseline's self-test fails" >&2; exit 1; }
+  extra+=(-n "baseline nodeprep selftest" "${baseline[*]}")
+fi
+deno=$(deno_probe_command)
+if [ -n "$deno" ]; then
+  extra+=(-n "deno wgpu probe" "sh -c '$deno >/dev/null 2>&1'")
+fi
+
 rounds=$(( (runs + 1) / 2 ))
 pair="vulkaninfo --summary >/dev/null; $eglinfo -B >/dev/null 2>&1; true"
 rm -f "$out"/round-*.json "$out"/cold-*.json
@@ -77,7 +99,7 @@ for i in $(seq "$rounds"); do
     -n "vulkaninfo --summary" "vulkaninfo --summary" \
     -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" \
     -n "the two probe children alone" "$root/children.sh" \
-    -n "one child, both probes in turn" "$root/onechild.sh" >/dev/null 2>&1
+    -n "one child, both probes in turn" "$root/onechild.sh" "${extra[@]}" >/dev/null 2>&1
   # Cold: the cache emptied before the run (hyperfine's --prepare), as at
   # boot (/run is tmpfs).
   hyperfine -N --runs 2 --export-json "$out/cold-$i.json" --prepare "rm -rf '$cache'" \
@@ -100,4 +122,10 @@ jq -r --slurpfile c "$out/selftest-cold.json" '
   "nodeprep selftest, shader cache emptied before each run: \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)",
   "the floor, without the nodeprep parent:",
   "  the two probe children alone, in parallel: \($floor | ms) ms (\($floor / $v * 100 | round / 100)x vulkaninfo, \($floor / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
-  "  one child, both probes in turn:            \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)"' "$out/selftest.json"
+  "  one child, both probes in turn:            \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
+  (.[5:][] | (.times | median) as $x |
+    if .command == "deno wgpu probe" then
+      "deno wgpu probe: \($x | ms) ms; nodeprep / deno: \($n / $x * 100 | round / 100)x (target <= 0.7x)"
+    else
+      "\(.command): \($x | ms) ms (\($x / $v * 100 | round / 100)x vulkaninfo); nodeprep / baseline: \($n / $x * 100 | round / 100)x"
+    end)' "$out/selftest.json"

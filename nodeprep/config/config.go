@@ -154,6 +154,19 @@ type SelftestConfig struct {
 	OCIRuntime string `yaml:"ociRuntime" json:"ociRuntime"`
 	// Rootfs is the root file system for the container self-test.
 	Rootfs string `yaml:"rootfs" json:"rootfs"`
+	// RequiredLimits are WebGPU limits (maxBufferSize: 4294967296, ...;
+	// selftest.LimitNames) that the adapter of every GPU must offer as wgpu
+	// reports them, so that a workload's requestDevice with them succeeds;
+	// an adapter that falls short fails the self-test naming the limit.
+	RequiredLimits map[string]uint64 `yaml:"requiredLimits" json:"requiredLimits,omitempty"`
+	// RequiredFeatures are WebGPU features ("shader-f16", ...;
+	// selftest.FeatureNames) the adapter of every GPU must offer.
+	RequiredFeatures []string `yaml:"requiredFeatures" json:"requiredFeatures,omitempty"`
+}
+
+// Requirements returns the section's required limits and features.
+func (s SelftestConfig) Requirements() selftest.Requirements {
+	return selftest.Requirements{Limits: s.RequiredLimits, Features: s.RequiredFeatures}
 }
 
 // UpConfig is the `up:` section.
@@ -317,6 +330,11 @@ func (c Config) Validate() error {
 	}
 	if c.NVML.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("nvml.timeout is %s, want a positive duration (0 or absent: the default)", c.NVML.Timeout))
+	}
+	if err := c.Selftest.Requirements().Check(); err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			errs = append(errs, fmt.Errorf("selftest.%w", e))
+		}
 	}
 	if c.Selftest.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("selftest.timeout is %s, want a positive duration (0 or absent: the default)", c.Selftest.Timeout))

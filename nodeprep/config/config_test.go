@@ -57,6 +57,16 @@ func TestParseConfig(t *testing.T) {
 		{name: "drop-in k3s ignores", yaml: "join:\n  dropIn: foo.txt\n", err: "join.dropIn"},
 		{name: "relative metrics", yaml: "up:\n  metricsFile: x.prom\n", err: "up.metricsFile"},
 		{name: "negative timeout", yaml: "selftest:\n  timeout: -5s\n", err: "selftest.timeout"},
+		{name: "required limits and features", yaml: "selftest:\n  requiredLimits:\n    maxBufferSize: 4294967296\n    minStorageBufferOffsetAlignment: 256\n  requiredFeatures: [shader-f16]\n", check: func(t *testing.T, c Config) {
+			q := c.Selftest.Requirements()
+			if q.Limits["maxBufferSize"] != 4294967296 || q.Limits["minStorageBufferOffsetAlignment"] != 256 || len(q.Features) != 1 || q.Features[0] != "shader-f16" {
+				t.Errorf("requirements %+v", q)
+			}
+		}},
+		{name: "unknown required limit", yaml: "selftest:\n  requiredLimits:\n    maxBuferSize: 1\n", err: "selftest.requiredLimits.maxBuferSize: not a limit wgpu reports"},
+		{name: "alignment not a power of two", yaml: "selftest:\n  requiredLimits:\n    minUniformBufferOffsetAlignment: 48\n", err: "selftest.requiredLimits.minUniformBufferOffsetAlignment: 48 is not a power of two"},
+		{name: "negative required limit", yaml: "selftest:\n  requiredLimits:\n    maxBufferSize: -1\n", err: "selftest.requiredLimits"},
+		{name: "unknown required feature", yaml: "selftest:\n  requiredFeatures: [shader-f64]\n", err: `selftest.requiredFeatures: "shader-f64" is not a feature`},
 		{name: "negative NVML timeout", yaml: "nvml:\n  timeout: -1s\n", err: "nvml.timeout"},
 		{name: "negative wait", yaml: "wait: -1s\n", err: "wait is -1s"},
 		// Aliases: refused when they expand past yamlbound.MaxConfig,
@@ -94,6 +104,7 @@ func TestParseConfig(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("cdi:\n  driverRoot: /x\njoin:\n  taints: [a=b:NoSchedule]\n"))
 	f.Add([]byte("up: {onSelftestFailure: taint}\nwait: 3s"))
+	f.Add([]byte("selftest:\n  requiredLimits: {maxBufferSize: 1, minUniformBufferOffsetAlignment: 64}\n  requiredFeatures: [subgroups]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data, Default("arm64"))
 		if err != nil {

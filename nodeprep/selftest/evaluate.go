@@ -20,6 +20,10 @@ type Policy struct {
 	AllowCPUAdapter bool
 	// Hints name the driver search paths in reasons.
 	Hints Hints
+	// Require are the WebGPU limits and features the adapter that
+	// satisfies each GPU (a stand-in included) must offer as wgpu reports
+	// them; each unmet one fails the self-test (ReasonRequirements).
+	Require Requirements
 }
 
 // Hints describe where the Vulkan loader and glvnd look for drivers, as
@@ -102,6 +106,7 @@ func Evaluate(inv *gpu.Inventory, vk ProbeResult[VulkanReport], egl ProbeResult[
 	}
 	nr, nw := len(r.Reasons), len(r.Warnings)
 	r.evalVulkan(gpus, vk, standIn, p.Hints)
+	r.evalRequirements(p.Require)
 	r.quote(nr, nw, vk.Failure, "the Vulkan loader and driver said", vk.Output)
 	nr, nw = len(r.Reasons), len(r.Warnings)
 	r.evalEGL(gpus, egl, standIn, p)
@@ -227,12 +232,16 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 		nvidia    []*Adapter // exposed NVIDIA GPU-type adapters
 		unmatched []*Adapter // ... whose UUID is no GPU's
 		cpu       *Adapter   // the best exposed CPU adapter
+		hiddenCPU *Adapter   // the best CPU adapter wgpu hides
 	)
 	for i := range vk.Adapters {
 		a := &vk.Adapters[i]
 		seen = append(seen, a.Label())
 		if a.Hidden {
 			r.warn("adapter %s hidden: %s", a.Label(), a.HiddenReason)
+			if a.DeviceType == DeviceCPU && hiddenCPU == nil {
+				hiddenCPU = a
+			}
 			continue
 		}
 		if a.Vendor == VendorNVIDIA && a.DeviceType.IsGPU() {
@@ -292,7 +301,11 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 			r.fail(ReasonDuplicateAdapter, "%s: %d Vulkan adapters have its UUID, want exactly one: %s (two ICD manifests loading NVIDIA drivers?)", gpuLabel(g), len(qualified), strings.Join(names, ", "))
 		case standIn:
 			if cpu == nil {
-				if !standInFailed {
+				switch {
+				case standInFailed:
+				case hiddenCPU != nil:
+					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: the CPU adapter %s cannot stand in: %s", hiddenCPU.Label(), hiddenCPU.HiddenReason)
+				default:
 					r.fail(ReasonMissingAdapter, "simulated GPUs with --allow-cpu-adapter: no CPU Vulkan adapter to stand in (install Mesa's lavapipe, Debian's mesa-vulkan-drivers, or name its manifest with VK_DRIVER_FILES); the loader listed: %s", strings.Join(seen, ", "))
 				}
 				standInFailed = true
@@ -327,6 +340,30 @@ func (r *Report) evalVulkan(gpus []gpu.GPU, res ProbeResult[VulkanReport], stand
 	}
 }
 
+// evalRequirements fails each adapter that satisfies a GPU but lacks a
+// required limit or feature, once per adapter, naming each.
+func (r *Report) evalRequirements(q Requirements) {
+	if len(q.Limits) == 0 && len(q.Features) == 0 {
+		return
+	}
+	done := map[int]bool{}
+	for _, m := range r.Matches {
+		if !m.Vulkan || m.Adapter == nil || done[*m.Adapter] {
+			continue
+		}
+		done[*m.Adapter] = true
+		for i := range r.Vulkan.Adapters {
+			a := &r.Vulkan.Adapters[i]
+			if a.Index != *m.Adapter {
+				continue
+			}
+			if miss := q.unmet(a.WGPU); len(miss) > 0 {
+				r.fail(ReasonRequirements, "adapter %s does not meet selftest.requiredLimits/requiredFeatures as wgpu reports it (a workload's requestDevice with them would fail): %s", a.Label(), strings.Join(miss, "; "))
+			}
+		}
+	}
+}
+
 // dispatchProblem says what went wrong with an adapter's dispatch, or ""
 // when it verified.
 func dispatchProblem(a *Adapter) string {
@@ -338,6 +375,8 @@ func dispatchProblem(a *Adapter) string {
 		return ""
 	case d.Result == "VK_TIMEOUT":
 		return fmt.Sprintf("compute dispatch on adapter %s: the fence did not signal in time (%s)", a.Label(), d.Step)
+	case strings.HasPrefix(d.Step, "vkGetDeviceProcAddr("):
+		return fmt.Sprintf("adapter %s is listed by wgpu, but wgpu's device creation on it fails: %s, a Vulkan 1.2 device function wgpu-hal loads for its timeline-semaphore fences; the Vulkan loader withholds device functions above the api_version its ICD manifest declares, and the device says Vulkan %s (raise the manifest's api_version to the driver's)", a.Label(), d.Step, a.APIVersion)
 	case d.Step != "":
 		return fmt.Sprintf("compute dispatch on adapter %s failed at %s: %s", a.Label(), d.Step, d.Result)
 	}
@@ -370,10 +409,12 @@ func (r *Report) evalEGL(gpus []gpu.GPU, res ProbeResult[EGLReport], standIn boo
 		return
 	}
 	var (
-		seen    []string
-		nvidia  []*EGLDevice
-		mesa    *EGLDevice
-		anyUUID bool
+		seen   []string
+		nvidia []*EGLDevice
+		mesa   *EGLDevice
+		// brokenMesa is Mesa's software device when it failed.
+		brokenMesa *EGLDevice
+		anyUUID    bool
 	)
 	for i := range e.Devices {
 		d := &e.Devices[i]
@@ -383,6 +424,9 @@ func (r *Report) evalEGL(gpus []gpu.GPU, res ProbeResult[EGLReport], standIn boo
 		}
 		seen = append(seen, label)
 		if d.Error != "" {
+			if brokenMesa == nil && d.Software && strings.Contains(d.Vendor, "Mesa") {
+				brokenMesa = d
+			}
 			continue
 		}
 		if isNVIDIA(d) {
@@ -396,6 +440,8 @@ func (r *Report) evalEGL(gpus []gpu.GPU, res ProbeResult[EGLReport], standIn boo
 		switch {
 		case len(gpus) > 0 && r.Simulated && !standIn:
 			add(ReasonEGLMissingDevice, "simulated GPUs have no EGL device of their own: pass --allow-cpu-adapter to let Mesa's EGL device stand in; devices: %s", strings.Join(seen, ", "))
+		case len(gpus) > 0 && r.Simulated && brokenMesa != nil:
+			add(ReasonEGLMissingDevice, "simulated GPUs with --allow-cpu-adapter: the Mesa %s cannot stand in: %s", brokenMesa.Label(), brokenMesa.Error)
 		case len(gpus) > 0 && r.Simulated:
 			add(ReasonEGLMissingDevice, "simulated GPUs with --allow-cpu-adapter: no Mesa EGL device to stand in (install Debian's libegl-mesa0, or name 50_mesa.json with __EGL_VENDOR_LIBRARY_FILENAMES); devices: %s", strings.Join(seen, ", "))
 		case len(gpus) > 0:

@@ -39,7 +39,10 @@ func TestDriverFaults(t *testing.T) {
 		{"abort", want{ReasonCrashed, []string{"crashed: SIGABRT in " + icdLib, "assertion"}}, want{ReasonCrashed, []string{"crashed: SIGABRT in " + eglLib, "assertion"}}, "", false},
 		{"segv", want{ReasonCrashed, []string{"crashed: SIGSEGV in " + icdLib}}, want{ReasonCrashed, []string{"crashed: SIGSEGV in " + eglLib}}, "", false},
 		{"flood", want{ReasonIncompatibleDriver, []string{"flooded 1024 MiB"}}, want{ReasonEGLNoDevices, []string{"flooded 1024 MiB"}}, "", false},
-		{"daemon", want{ReasonIncompatibleDriver, []string{"started a helper daemon"}}, want{ReasonEGLNoDevices, []string{"started a helper daemon"}}, "left 1 process(es) running", true},
+		// The loader opens the ICD (and so starts the daemon) once per
+		// call that scans the drivers: wgpu's instance creation lists the
+		// instance extensions first, so the count depends on the loader.
+		{"daemon", want{ReasonIncompatibleDriver, []string{"started a helper daemon"}}, want{ReasonEGLNoDevices, []string{"started a helper daemon"}}, "process(es) running after the probe", true},
 		{"message", want{ReasonIncompatibleDriver, []string{"unable to open libnvidia-glvkspirv.so.999"}}, want{ReasonEGLNoDevices, []string{"unable to open libnvidia-glvkspirv.so.999"}}, "", false},
 	}
 	for _, tc := range tests {

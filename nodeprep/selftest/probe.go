@@ -218,10 +218,13 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 	}
 
 	t = time.Now()
-	var loaderVersion C.uint32_t
-	r := C.np_vk_create_instance(vk, &loaderVersion, &errbuf[0], errLen)
+	var loaderVersion, instanceVersion C.uint32_t
+	var exts [errLen]C.char
+	r := C.np_vk_create_instance(vk, &loaderVersion, &instanceVersion, &exts[0], errLen, &errbuf[0], errLen)
 	rep.InstanceMS = ms(time.Since(t))
 	rep.LoaderVersion = vkVersion(uint32(loaderVersion))
+	rep.InstanceVersion = vkVersion(uint32(instanceVersion))
+	rep.InstanceExtensions = strings.Fields(C.GoString(&exts[0]))
 	if r != 0 {
 		rep.Stage, rep.Result = StageInstance, vkResultName(int32(r))
 		rep.Error = C.GoString(&errbuf[0])
@@ -245,13 +248,8 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 	if n == 0 {
 		rep.ICDs = checkICDs(req.ICDPaths, req.ICDDefaultSearch)
 	}
-	computable := map[int]bool{}
 	for i := range int(n) {
-		a := adapterOf(i, &raw[i])
-		if raw[i].has_compute_queue != 0 {
-			computable[i] = true
-		}
-		rep.Adapters = append(rep.Adapters, a)
+		rep.Adapters = append(rep.Adapters, adapterOf(i, &raw[i]))
 	}
 	sortAdapters(rep.Adapters)
 
@@ -265,21 +263,17 @@ func ProbeVulkan(req ProbeRequest) *VulkanReport {
 	}
 	for i := range rep.Adapters {
 		a := &rep.Adapters[i]
-		if a.Hidden || !computable[a.Index] {
+		if a.Hidden || raw[a.Index].q0_flags&qCompute == 0 {
 			continue
 		}
-		a.Dispatch = dispatch(vk, a.Index, seed, fence)
+		a.Dispatch = dispatch(vk, a.Index, &raw[a.Index], seed, fence)
 	}
 	return rep
 }
 
 // adapterOf converts the shim's adapter and applies wgpu-hal's exposure
-// rule (wgpu-hal/src/vulkan/adapter.rs, Instance::expose_adapter): when the
-// driver reports driver properties and its conformance version's major
-// number is 0, the adapter is hidden unless its driver is MoltenVK
-// (VK_DRIVER_ID_MOLTENVK = 14); wgpu shows it only with
-// InstanceFlags::ALLOW_UNDERLYING_NONCOMPLIANT_ADAPTER, which nodeprep
-// does not set.
+// rules (exposeRule); an exposed adapter gets wgpu's limits, features and
+// downlevel flags (wgpuView).
 func adapterOf(index int, c *C.np_vk_adapter) Adapter {
 	a := Adapter{
 		Index:      index,
@@ -304,16 +298,125 @@ func adapterOf(index int, c *C.np_vk_adapter) Adapter {
 		a.DriverInfo = C.GoString(&c.driver_info[0])
 		cv := c.conformance
 		a.ConformanceVersion = fmt.Sprintf("%d.%d.%d.%d", cv[0], cv[1], cv[2], cv[3])
-		const driverIDMoltenVK = 14
-		if cv[0] == 0 && c.driver_id != driverIDMoltenVK {
-			a.Hidden = true
-			a.HiddenReason = "driver reports conformance version 0 (not a conformant Vulkan implementation); wgpu hides such adapters"
-		}
 	}
 	if c.has_pci != 0 {
 		a.PCIBusID = fmt.Sprintf("%04x:%02x:%02x.%x", uint32(c.pci_domain), uint32(c.pci_bus), uint32(c.pci_device), uint32(c.pci_function))
 	}
+	caps := capsOf(c)
+	if c.queue_families > 0 {
+		a.QueueFamily0 = queueFlagNames(uint32(c.q0_flags))
+	}
+	if rule := exposeRule(&caps); rule != "" {
+		a.Hidden, a.HiddenRule, a.HiddenReason = true, rule, hiddenReason(rule, &caps)
+		return a
+	}
+	a.WGPU = wgpuView(&caps)
 	return a
+}
+
+func b(v C.VkBool32) bool { return v != 0 }
+
+// capsOf converts what the shim read into the rules' input.
+func capsOf(c *C.np_vk_adapter) vkCaps {
+	l, f := &c.limits, &c.features
+	caps := vkCaps{
+		APIVersion:                   uint32(c.api_version),
+		Vendor:                       uint32(c.vendor_id),
+		Props2:                       c.props2 != 0,
+		HasDriver:                    c.has_driver != 0,
+		DriverID:                     uint32(c.driver_id),
+		DriverName:                   C.GoString(&c.driver_name[0]),
+		ExtStorageBufferStorageClass: c.ext_storage_buffer_storage_class != 0,
+		ExtMaintenance1:              c.ext_maintenance1 != 0,
+		ExtSwapchainMutableFormat:    c.ext_swapchain_mutable_format != 0,
+		QueueFamilies:                uint32(c.queue_families),
+		Q0Flags:                      uint32(c.q0_flags),
+		Q0TimestampBits:              uint32(c.q0_timestamp_bits),
+		HasMaint3:                    c.has_maint3 != 0,
+		MaxPerSetDescriptors:         uint32(c.max_per_set_descriptors),
+		MaxMemoryAllocationSize:      uint64(c.max_memory_allocation_size),
+		HasMaint4:                    c.has_maint4 != 0,
+		MaxBufferSize:                uint64(c.max_buffer_size),
+		HasMultiview:                 c.has_multiview != 0,
+		MaxMultiviewViewCount:        uint32(c.max_multiview_view_count),
+		HasSubgroup:                  c.has_subgroup != 0,
+		SubgroupStages:               uint32(c.subgroup_stages),
+		SubgroupOps:                  uint32(c.subgroup_ops),
+		HasSubgroupSizeControl:       c.has_subgroup_size_control != 0,
+		MinSubgroupSize:              uint32(c.min_subgroup_size),
+		MaxSubgroupSize:              uint32(c.max_subgroup_size),
+		ShaderF16:                    c.shader_f16 != 0,
+		Limits: vkLimits{
+			MaxImageDimension1D:                   uint32(l.maxImageDimension1D),
+			MaxImageDimension2D:                   uint32(l.maxImageDimension2D),
+			MaxImageDimension3D:                   uint32(l.maxImageDimension3D),
+			MaxImageDimensionCube:                 uint32(l.maxImageDimensionCube),
+			MaxImageArrayLayers:                   uint32(l.maxImageArrayLayers),
+			MaxUniformBufferRange:                 uint32(l.maxUniformBufferRange),
+			MaxStorageBufferRange:                 uint32(l.maxStorageBufferRange),
+			MaxPushConstantsSize:                  uint32(l.maxPushConstantsSize),
+			MaxBoundDescriptorSets:                uint32(l.maxBoundDescriptorSets),
+			MaxPerStageDescriptorSamplers:         uint32(l.maxPerStageDescriptorSamplers),
+			MaxPerStageDescriptorUniformBuffers:   uint32(l.maxPerStageDescriptorUniformBuffers),
+			MaxPerStageDescriptorStorageBuffers:   uint32(l.maxPerStageDescriptorStorageBuffers),
+			MaxPerStageDescriptorSampledImages:    uint32(l.maxPerStageDescriptorSampledImages),
+			MaxPerStageDescriptorStorageImages:    uint32(l.maxPerStageDescriptorStorageImages),
+			MaxPerStageResources:                  uint32(l.maxPerStageResources),
+			MaxDescriptorSetSamplers:              uint32(l.maxDescriptorSetSamplers),
+			MaxDescriptorSetUniformBuffers:        uint32(l.maxDescriptorSetUniformBuffers),
+			MaxDescriptorSetUniformBuffersDynamic: uint32(l.maxDescriptorSetUniformBuffersDynamic),
+			MaxDescriptorSetStorageBuffers:        uint32(l.maxDescriptorSetStorageBuffers),
+			MaxDescriptorSetStorageBuffersDynamic: uint32(l.maxDescriptorSetStorageBuffersDynamic),
+			MaxDescriptorSetSampledImages:         uint32(l.maxDescriptorSetSampledImages),
+			MaxDescriptorSetStorageImages:         uint32(l.maxDescriptorSetStorageImages),
+			MaxVertexInputAttributes:              uint32(l.maxVertexInputAttributes),
+			MaxVertexInputBindings:                uint32(l.maxVertexInputBindings),
+			MaxVertexInputBindingStride:           uint32(l.maxVertexInputBindingStride),
+			MaxVertexOutputComponents:             uint32(l.maxVertexOutputComponents),
+			MaxFragmentInputComponents:            uint32(l.maxFragmentInputComponents),
+			MaxFragmentOutputAttachments:          uint32(l.maxFragmentOutputAttachments),
+			MaxFragmentCombinedOutputResources:    uint32(l.maxFragmentCombinedOutputResources),
+			MaxComputeSharedMemorySize:            uint32(l.maxComputeSharedMemorySize),
+			MaxComputeWorkGroupCount:              [3]uint32{uint32(l.maxComputeWorkGroupCount[0]), uint32(l.maxComputeWorkGroupCount[1]), uint32(l.maxComputeWorkGroupCount[2])},
+			MaxComputeWorkGroupInvocations:        uint32(l.maxComputeWorkGroupInvocations),
+			MaxComputeWorkGroupSize:               [3]uint32{uint32(l.maxComputeWorkGroupSize[0]), uint32(l.maxComputeWorkGroupSize[1]), uint32(l.maxComputeWorkGroupSize[2])},
+			MinUniformBufferOffsetAlignment:       uint64(l.minUniformBufferOffsetAlignment),
+			MinStorageBufferOffsetAlignment:       uint64(l.minStorageBufferOffsetAlignment),
+			MaxFramebufferWidth:                   uint32(l.maxFramebufferWidth),
+			MaxFramebufferHeight:                  uint32(l.maxFramebufferHeight),
+			MaxColorAttachments:                   uint32(l.maxColorAttachments),
+		},
+		Features: vkFeatures{
+			RobustBufferAccess:          b(f.robustBufferAccess),
+			FullDrawIndexUint32:         b(f.fullDrawIndexUint32),
+			ImageCubeArray:              b(f.imageCubeArray),
+			IndependentBlend:            b(f.independentBlend),
+			GeometryShader:              b(f.geometryShader),
+			SampleRateShading:           b(f.sampleRateShading),
+			DualSrcBlend:                b(f.dualSrcBlend),
+			MultiDrawIndirect:           b(f.multiDrawIndirect),
+			DrawIndirectFirstInstance:   b(f.drawIndirectFirstInstance),
+			DepthClamp:                  b(f.depthClamp),
+			DepthBiasClamp:              b(f.depthBiasClamp),
+			FillModeNonSolid:            b(f.fillModeNonSolid),
+			SamplerAnisotropy:           b(f.samplerAnisotropy),
+			TextureCompressionETC2:      b(f.textureCompressionETC2),
+			TextureCompressionASTC:      b(f.textureCompressionASTC_LDR),
+			TextureCompressionBC:        b(f.textureCompressionBC),
+			PipelineStatisticsQuery:     b(f.pipelineStatisticsQuery),
+			VertexPipelineStoresAtomics: b(f.vertexPipelineStoresAndAtomics),
+			FragmentStoresAndAtomics:    b(f.fragmentStoresAndAtomics),
+			ShaderClipDistance:          b(f.shaderClipDistance),
+			ShaderFloat64:               b(f.shaderFloat64),
+			ShaderInt64:                 b(f.shaderInt64),
+			ShaderInt16:                 b(f.shaderInt16),
+		},
+	}
+	caps.Conformance = [4]uint8{uint8(c.conformance[0]), uint8(c.conformance[1]), uint8(c.conformance[2]), uint8(c.conformance[3])}
+	for i := range caps.FormatFlags {
+		caps.FormatFlags[i] = uint32(c.format_flags[i])
+	}
+	return caps
 }
 
 // sortAdapters orders adapters best first: by DeviceType.Rank, then by
@@ -330,7 +433,7 @@ func sortAdapters(as []Adapter) {
 
 // dispatch runs the embedded shader on physical device index and verifies
 // every element of the buffer.
-func dispatch(vk *C.np_vk, index int, seed uint32, fence time.Duration) *Dispatch {
+func dispatch(vk *C.np_vk, index int, raw *C.np_vk_adapter, seed uint32, fence time.Duration) *Dispatch {
 	start := time.Now()
 	d := &Dispatch{Elements: DispatchElements, Seed: seed}
 	code := make([]uint32, len(patternSPIRV)/4)
@@ -339,7 +442,7 @@ func dispatch(vk *C.np_vk, index int, seed uint32, fence time.Duration) *Dispatc
 	}
 	out := make([]uint32, DispatchElements)
 	var res C.np_vk_dispatch_result
-	r := C.np_vk_dispatch(vk, C.uint32_t(index), (*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(4*len(code)),
+	r := C.np_vk_dispatch(vk, C.uint32_t(index), raw, (*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(4*len(code)),
 		C.uint32_t(seed), DispatchElements, dispatchFill, C.uint64_t(fence.Nanoseconds()),
 		(*C.uint32_t)(unsafe.Pointer(&out[0])), &res)
 	d.Timings = DispatchTimings{
@@ -500,10 +603,22 @@ func eglDeviceOf(i int, d *C.np_egl_device) EGLDevice {
 	if dev.Vendor == "" {
 		dev.Vendor = C.GoString(&d.device_vendor[0])
 	}
+	if d.gles_major > 0 {
+		dev.GLESVersion = fmt.Sprintf("%d.%d", int(d.gles_major), int(d.gles_minor))
+	}
 	if d.failed_step != nil {
 		dev.Error = C.GoString(d.failed_step)
+		if d.gles_major > 0 && d.gles_major < 3 {
+			dev.Error = fmt.Sprintf("the context is OpenGL ES %s, below the 3.0 wgpu's GL backend needs (wgpu-hal/src/gles/adapter.rs; %q)", dev.GLESVersion, dev.GLVersion)
+		}
 		if d.egl_error != 0 {
 			dev.Error += fmt.Sprintf(" failed (EGL error %#04x)", int32(d.egl_error))
+		}
+		// EGL_BAD_MATCH or EGL_BAD_ATTRIBUTE for the version-3 request:
+		// the driver has no OpenGL ES 3 context, and wgpu's GL backend
+		// asks for nothing less.
+		if strings.HasPrefix(dev.Error, "eglCreateContext(OpenGL ES 3.0)") && (d.egl_error == 0x3009 || d.egl_error == 0x3004) {
+			dev.Error += ": the driver offers no OpenGL ES 3.0 context, which wgpu's GL backend needs (wgpu-hal/src/gles/egl.rs requests version 3)"
 		}
 	}
 	return dev

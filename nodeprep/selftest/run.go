@@ -49,6 +49,7 @@ type options struct {
 	timeout    time.Duration
 	requireEGL bool
 	allowCPU   bool
+	require    Requirements
 	cacheDir   string
 	// prepareCache, when set, makes the cache directory (or, with
 	// noCacheCreation, finds it) when the probes start and sets cacheDir.
@@ -140,6 +141,12 @@ func WithShaderCache(prepare func(create bool) string) Option {
 func WithShaderCacheCreation(create bool) Option {
 	return func(o *options) { o.noCacheCreation = !create }
 }
+
+// WithRequirements sets the WebGPU limits and features every adapter that
+// satisfies a GPU must meet (Policy.Require; the config's
+// selftest.requiredLimits and requiredFeatures). Check them first
+// (Requirements.Check): an unknown name is reported as unmet.
+func WithRequirements(q Requirements) Option { return func(o *options) { o.require = q } }
 
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -237,7 +244,7 @@ func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	}
 	evaluated := time.Now()
 	o := &p.o
-	r := Evaluate(inv, p.vk, p.egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: p.hints})
+	r := Evaluate(inv, p.vk, p.egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: p.hints, Require: o.require})
 	// A child that printed no report still had a library to open.
 	if r.Vulkan.Loader == "" {
 		r.Vulkan.Loader = o.loader

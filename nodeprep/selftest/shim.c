@@ -46,11 +46,20 @@ static void *open_lib(const char *path, char *err, size_t errlen)
 
 // ---------------------------------------------------------------- Vulkan
 
+static int has_ext_list(const VkExtensionProperties *exts, uint32_t n, const char *name)
+{
+	for (uint32_t i = 0; exts != NULL && i < n; i++)
+		if (strcmp(exts[i].extensionName, name) == 0)
+			return 1;
+	return 0;
+}
+
 struct np_vk {
 	void *lib;
 	PFN_vkGetInstanceProcAddr gipa;
 	VkInstance instance;
 	uint32_t api_version; // of the instance we asked for
+	int has_props2_ext;   // VK_KHR_get_physical_device_properties2 enabled
 };
 
 np_vk *np_vk_open(const char *path, char *err, size_t errlen)
@@ -75,9 +84,25 @@ np_vk *np_vk_open(const char *path, char *err, size_t errlen)
 
 #define VK_FN(vk, name) ((PFN_##name)(vk)->gipa((vk)->instance, #name))
 
-int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, char *err, size_t errlen)
+// wgpu_instance_exts are the instance extensions wgpu-hal asks for on
+// Linux (wgpu-hal/src/vulkan/instance.rs, desired_extensions; without
+// InstanceFlags::DEBUG, so no VK_EXT_debug_utils), each enabled only when
+// the loader offers it.
+static const char *const wgpu_instance_exts[] = {
+	"VK_KHR_surface",
+	"VK_KHR_xlib_surface",
+	"VK_KHR_xcb_surface",
+	"VK_KHR_wayland_surface",
+	"VK_EXT_swapchain_colorspace",
+	"VK_KHR_get_physical_device_properties2",
+};
+#define N_WGPU_INSTANCE_EXTS (sizeof wgpu_instance_exts / sizeof wgpu_instance_exts[0])
+
+int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, uint32_t *api_version,
+			      char *exts_out, size_t extslen, char *err, size_t errlen)
 {
 	*loader_version = VK_API_VERSION_1_0;
+	copy_str(exts_out, extslen, "");
 	PFN_vkEnumerateInstanceVersion eiv = VK_FN(vk, vkEnumerateInstanceVersion);
 	if (eiv != NULL && eiv(loader_version) != VK_SUCCESS)
 		*loader_version = VK_API_VERSION_1_0;
@@ -86,26 +111,53 @@ int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, char *err, si
 		copy_str(err, errlen, "vkGetInstanceProcAddr gave no vkCreateInstance");
 		return VK_ERROR_INITIALIZATION_FAILED;
 	}
+	PFN_vkEnumerateInstanceExtensionProperties eiep = VK_FN(vk, vkEnumerateInstanceExtensionProperties);
+	const char *enabled[N_WGPU_INSTANCE_EXTS];
+	uint32_t nenabled = 0;
+	if (eiep != NULL) {
+		// One call into a buffer large enough for any loader (each call
+		// makes the loader scan and open every ICD again): VK_INCOMPLETE
+		// still fills it.
+		uint32_t n = 512;
+		VkExtensionProperties *avail = calloc(n, sizeof *avail);
+		{
+			if (avail != NULL && eiep(NULL, &n, avail) >= 0) {
+				size_t used = 0;
+				for (size_t i = 0; i < N_WGPU_INSTANCE_EXTS; i++) {
+					if (!has_ext_list(avail, n, wgpu_instance_exts[i]))
+						continue;
+					enabled[nenabled++] = wgpu_instance_exts[i];
+					int w = snprintf(exts_out + used, extslen - used, "%s%s", used ? " " : "", wgpu_instance_exts[i]);
+					if (w > 0 && used + (size_t)w < extslen)
+						used += (size_t)w;
+				}
+			}
+		}
+		free(avail);
+	}
+	// wgpu-hal asks for 1.3 (its highest) unless the loader is 1.0.
+	uint32_t want = *loader_version < VK_API_VERSION_1_1 ? VK_API_VERSION_1_0 : VK_API_VERSION_1_3;
 	VkApplicationInfo app = {
 		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
 		.pApplicationName = "nodeprep selftest",
-		.pEngineName = "nodeprep",
-		.apiVersion = VK_API_VERSION_1_1,
+		.applicationVersion = 1,
+		.pEngineName = "wgpu-hal",
+		.engineVersion = 2,
+		.apiVersion = want,
 	};
 	VkInstanceCreateInfo ci = {
 		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
 		.pApplicationInfo = &app,
+		.enabledExtensionCount = nenabled,
+		.ppEnabledExtensionNames = enabled,
 	};
-	vk->api_version = VK_API_VERSION_1_1;
+	vk->api_version = want;
+	*api_version = want;
+	vk->has_props2_ext = 0;
+	for (uint32_t i = 0; i < nenabled; i++)
+		if (strcmp(enabled[i], "VK_KHR_get_physical_device_properties2") == 0)
+			vk->has_props2_ext = 1;
 	return create(&ci, NULL, &vk->instance);
-}
-
-static int has_ext(const VkExtensionProperties *exts, uint32_t n, const char *name)
-{
-	for (uint32_t i = 0; i < n; i++)
-		if (strcmp(exts[i].extensionName, name) == 0)
-			return 1;
-	return 0;
 }
 
 static int32_t physical_devices(np_vk *vk, VkPhysicalDevice *out, uint32_t *count)
@@ -119,6 +171,34 @@ static int32_t physical_devices(np_vk *vk, VkPhysicalDevice *out, uint32_t *coun
 	return r == VK_INCOMPLETE ? VK_SUCCESS : r;
 }
 
+// np_formats are the formats whose optimal-tiling features wgpu reads for
+// its features and downlevel flags (wgpu-hal/src/vulkan/adapter.rs,
+// PhysicalDeviceFeatures::to_wgpu); Go reads format_flags in this order.
+static const VkFormat np_formats[NP_FORMATS] = {
+	VK_FORMAT_S8_UINT,
+	VK_FORMAT_D32_SFLOAT,
+	VK_FORMAT_D24_UNORM_S8_UINT,
+	VK_FORMAT_D32_SFLOAT_S8_UINT,
+	VK_FORMAT_B10G11R11_UFLOAT_PACK32,
+	VK_FORMAT_B8G8R8A8_UNORM,
+	VK_FORMAT_R32_SFLOAT,
+	VK_FORMAT_R32G32_SFLOAT,
+	VK_FORMAT_R32G32B32A32_SFLOAT,
+};
+
+// props2_fns resolves vkGetPhysicalDeviceProperties2/Features2: the KHR
+// entry points when the instance enabled the extension (as wgpu-hal does,
+// even on 1.1+), else none: wgpu then reads only the 1.0 properties.
+static void props2_fns(np_vk *vk, PFN_vkGetPhysicalDeviceProperties2 *p2, PFN_vkGetPhysicalDeviceFeatures2 *f2)
+{
+	*p2 = NULL;
+	*f2 = NULL;
+	if (!vk->has_props2_ext)
+		return;
+	*p2 = (PFN_vkGetPhysicalDeviceProperties2)vk->gipa(vk->instance, "vkGetPhysicalDeviceProperties2KHR");
+	*f2 = (PFN_vkGetPhysicalDeviceFeatures2)vk->gipa(vk->instance, "vkGetPhysicalDeviceFeatures2KHR");
+}
+
 int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *count)
 {
 	VkPhysicalDevice pds[NP_MAX_ADAPTERS];
@@ -130,10 +210,14 @@ int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *co
 	if (n > max)
 		n = max;
 	PFN_vkGetPhysicalDeviceProperties props1 = VK_FN(vk, vkGetPhysicalDeviceProperties);
-	PFN_vkGetPhysicalDeviceProperties2 props2 = VK_FN(vk, vkGetPhysicalDeviceProperties2);
+	PFN_vkGetPhysicalDeviceFeatures feats1 = VK_FN(vk, vkGetPhysicalDeviceFeatures);
+	PFN_vkGetPhysicalDeviceProperties2 props2;
+	PFN_vkGetPhysicalDeviceFeatures2 feats2;
+	props2_fns(vk, &props2, &feats2);
 	PFN_vkEnumerateDeviceExtensionProperties edep = VK_FN(vk, vkEnumerateDeviceExtensionProperties);
 	PFN_vkGetPhysicalDeviceQueueFamilyProperties qfp = VK_FN(vk, vkGetPhysicalDeviceQueueFamilyProperties);
-	if (props1 == NULL || edep == NULL || qfp == NULL)
+	PFN_vkGetPhysicalDeviceFormatProperties fmtp = VK_FN(vk, vkGetPhysicalDeviceFormatProperties);
+	if (props1 == NULL || feats1 == NULL || edep == NULL || qfp == NULL || fmtp == NULL)
 		return VK_ERROR_INITIALIZATION_FAILED;
 	for (uint32_t i = 0; i < n; i++) {
 		np_vk_adapter *a = &out[i];
@@ -145,39 +229,67 @@ int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *co
 		VkExtensionProperties *exts = NULL;
 		if (edep(pds[i], NULL, &next, NULL) == VK_SUCCESS && next > 0) {
 			exts = calloc(next, sizeof *exts);
-			if (exts != NULL && edep(pds[i], NULL, &next, exts) != VK_SUCCESS && next == 0) {
+			if (exts != NULL && edep(pds[i], NULL, &next, exts) < 0) {
 				free(exts);
 				exts = NULL;
 			}
 		}
-		// Core 1.1 queries need a 1.1 device (Vulkan spec, "Extending
-		// Physical Device Core Functionality"); driver properties need
-		// 1.2 or VK_KHR_driver_properties; PCI bus info needs
-		// VK_EXT_pci_bus_info.
-		int v11 = p.apiVersion >= VK_API_VERSION_1_1 && props2 != NULL;
-		int drv = v11 && (p.apiVersion >= VK_API_VERSION_1_2 ||
-				  has_ext(exts, exts ? next : 0, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME));
-		int pci = v11 && has_ext(exts, exts ? next : 0, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+		uint32_t ne = exts ? next : 0;
+#define EXT(name) has_ext_list(exts, ne, name)
+		uint32_t v = p.apiVersion; // wgpu's device_api_version
+		a->ext_storage_buffer_storage_class = EXT("VK_KHR_storage_buffer_storage_class");
+		a->ext_maintenance1 = EXT("VK_KHR_maintenance1");
+		a->ext_swapchain_mutable_format = EXT("VK_KHR_swapchain_mutable_format");
+		// Which chains wgpu-hal's InstanceShared::inspect queries: each
+		// when the device's version or extension provides it, and all
+		// only through the properties2 instance extension.
+		int p2 = props2 != NULL && feats2 != NULL;
+		int v11 = v >= VK_API_VERSION_1_1, v12 = v >= VK_API_VERSION_1_2, v13 = v >= VK_API_VERSION_1_3;
+		int drv = p2 && (v12 || EXT(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME));
+		int pci = p2 && EXT(VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
+		// The device UUID is nodeprep's, for the match with NVML.
+		int idp_ok = p2 && (v11 || EXT("VK_KHR_external_memory_capabilities") || EXT("VK_KHR_external_fence_capabilities"));
+		int m3 = p2 && (v11 || EXT("VK_KHR_maintenance3"));
+		int m4 = p2 && (v13 || EXT("VK_KHR_maintenance4"));
+		int mv = p2 && (v11 || EXT("VK_KHR_multiview"));
+		int sg = p2 && v11;
+		int sgc = p2 && (v13 || EXT("VK_EXT_subgroup_size_control"));
 		free(exts);
+#undef EXT
+		a->props2 = p2;
 
-		if (v11) {
+		if (p2) {
 			VkPhysicalDevicePCIBusInfoPropertiesEXT pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
 			VkPhysicalDeviceDriverProperties dp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
 			VkPhysicalDeviceIDProperties idp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
-			VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &idp};
-			void **tail = &idp.pNext;
-			if (drv) {
-				*tail = &dp;
-				tail = &dp.pNext;
+			VkPhysicalDeviceMaintenance3Properties m3p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+			VkPhysicalDeviceMaintenance4Properties m4p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+			VkPhysicalDeviceMultiviewProperties mvp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MULTIVIEW_PROPERTIES};
+			VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+			VkPhysicalDeviceSubgroupSizeControlProperties sgcp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+			VkPhysicalDeviceProperties2 pr2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+			void **tail = &pr2.pNext;
+#define CHAIN(cond, s)                                  \
+	do {                                            \
+		if (cond) {                             \
+			*tail = &(s);                   \
+			tail = &(s).pNext;              \
+		}                                       \
+	} while (0)
+			CHAIN(idp_ok, idp);
+			CHAIN(drv, dp);
+			CHAIN(pci, pp);
+			CHAIN(m3, m3p);
+			CHAIN(m4, m4p);
+			CHAIN(mv, mvp);
+			CHAIN(sg, sgp);
+			CHAIN(sgc, sgcp);
+			props2(pds[i], &pr2);
+			p = pr2.properties;
+			if (idp_ok) {
+				a->has_id = 1;
+				memcpy(a->device_uuid, idp.deviceUUID, VK_UUID_SIZE);
 			}
-			if (pci) {
-				*tail = &pp;
-				tail = &pp.pNext;
-			}
-			props2(pds[i], &p2);
-			p = p2.properties;
-			a->has_id = 1;
-			memcpy(a->device_uuid, idp.deviceUUID, VK_UUID_SIZE);
 			if (drv) {
 				a->has_driver = 1;
 				a->driver_id = dp.driverID;
@@ -195,6 +307,47 @@ int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *co
 				a->pci_device = pp.pciDevice;
 				a->pci_function = pp.pciFunction;
 			}
+			a->has_maint3 = m3;
+			a->max_per_set_descriptors = m3p.maxPerSetDescriptors;
+			a->max_memory_allocation_size = m3p.maxMemoryAllocationSize;
+			a->has_maint4 = m4;
+			a->max_buffer_size = m4p.maxBufferSize;
+			a->has_multiview = mv;
+			a->max_multiview_view_count = mvp.maxMultiviewViewCount;
+			a->has_subgroup = sg;
+			a->subgroup_size = sgp.subgroupSize;
+			a->subgroup_stages = sgp.supportedStages;
+			a->subgroup_ops = sgp.supportedOperations;
+			a->has_subgroup_size_control = sgc;
+			a->min_subgroup_size = sgcp.minSubgroupSize;
+			a->max_subgroup_size = sgcp.maxSubgroupSize;
+
+			// Features: core, and what the default device enables.
+			VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
+			VkPhysicalDeviceImageRobustnessFeatures ir = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_IMAGE_ROBUSTNESS_FEATURES};
+			VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures zi = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ZERO_INITIALIZE_WORKGROUP_MEMORY_FEATURES};
+			VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+			VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+			VkPhysicalDevice16BitStorageFeatures s16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+			VkPhysicalDeviceFeatures2 fe2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+			tail = &fe2.pNext;
+			CHAIN(v12, tl);
+			CHAIN(v13, ir);
+			CHAIN(v13, zi);
+			CHAIN(v13, dot);
+			CHAIN(v12, f16);
+			CHAIN(v11, s16);
+#undef CHAIN
+			feats2(pds[i], &fe2);
+			a->features = fe2.features;
+			a->feat_timeline = tl.timelineSemaphore;
+			a->feat_robust_image = ir.robustImageAccess;
+			a->feat_zero_init = zi.shaderZeroInitializeWorkgroupMemory;
+			a->feat_int_dot = dot.shaderIntegerDotProduct;
+			a->feat_int8 = f16.shaderInt8;
+			a->shader_f16 = f16.shaderFloat16 && s16.storageBuffer16BitAccess && s16.uniformAndStorageBuffer16BitAccess;
+		} else {
+			feats1(pds[i], &a->features);
 		}
 		copy_str(a->name, sizeof a->name, p.deviceName);
 		a->vendor_id = p.vendorID;
@@ -202,16 +355,24 @@ int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *co
 		a->device_type = p.deviceType;
 		a->api_version = p.apiVersion;
 		a->driver_version = p.driverVersion;
+		a->limits = p.limits;
 
 		uint32_t nq = 0;
 		qfp(pds[i], &nq, NULL);
 		VkQueueFamilyProperties *qs = calloc(nq ? nq : 1, sizeof *qs);
 		if (qs != NULL) {
 			qfp(pds[i], &nq, qs);
-			for (uint32_t q = 0; q < nq; q++)
-				if (qs[q].queueFlags & VK_QUEUE_COMPUTE_BIT)
-					a->has_compute_queue = 1;
+			a->queue_families = nq;
+			if (nq > 0) {
+				a->q0_flags = qs[0].queueFlags;
+				a->q0_timestamp_bits = qs[0].timestampValidBits;
+			}
 			free(qs);
+		}
+		for (int f = 0; f < NP_FORMATS; f++) {
+			VkFormatProperties fp = {0};
+			fmtp(pds[i], np_formats[f], &fp);
+			a->format_flags[f] = fp.optimalTilingFeatures;
 		}
 	}
 	*count = n;
@@ -321,7 +482,7 @@ static int load_dispatch_fns(np_vk *vk, dispatch_fns *f)
 		}                                 \
 	} while (0)
 
-int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const uint32_t *spirv, size_t spirv_bytes,
+int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const np_vk_adapter *a, const uint32_t *spirv, size_t spirv_bytes,
 		       uint32_t seed, uint32_t count, uint32_t fill, uint64_t timeout_ns,
 		       uint32_t *out, np_vk_dispatch_result *res)
 {
@@ -356,20 +517,11 @@ int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const uint32_t *spirv, size_t 
 
 	// Device with one compute queue.
 	double t = now_ms();
-	uint32_t nq = 0;
-	f.qfp(pd, &nq, NULL);
-	VkQueueFamilyProperties qs[64];
-	if (nq > 64)
-		nq = 64;
-	f.qfp(pd, &nq, qs);
-	uint32_t family = UINT32_MAX;
-	for (uint32_t q = 0; q < nq; q++)
-		if (qs[q].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-			family = q;
-			break;
-		}
-	if (family == UINT32_MAX) {
-		res->failed_step = "no compute queue family";
+	// wgpu-hal opens its one queue on family 0 (expose_adapter hides an
+	// adapter whose family 0 lacks GRAPHICS; Adapter::open uses family 0).
+	uint32_t family = 0;
+	if (a->queue_families == 0 || !(a->q0_flags & VK_QUEUE_COMPUTE_BIT)) {
+		res->failed_step = "queue family 0 cannot compute";
 		res->result = VK_ERROR_FEATURE_NOT_PRESENT;
 		return res->result;
 	}
@@ -380,12 +532,123 @@ int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const uint32_t *spirv, size_t 
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
+	// The features a default wgpu device enables (wgpu-hal/src/vulkan/
+	// adapter.rs, PhysicalDeviceFeatures::from_extensions_and_requested_features
+	// with no requested features): the core ones its downlevel flags and
+	// private capabilities take from the adapter, and, by the device's
+	// version, the promoted feature structs with what the adapter supports.
+	const VkPhysicalDeviceFeatures *sup = &a->features;
+	VkPhysicalDeviceFeatures core = {
+		.robustBufferAccess = sup->robustBufferAccess,
+		.independentBlend = sup->independentBlend,
+		.sampleRateShading = sup->sampleRateShading,
+		.imageCubeArray = sup->imageCubeArray,
+		.multiDrawIndirect = sup->multiDrawIndirect,
+		.samplerAnisotropy = sup->samplerAnisotropy,
+		.fragmentStoresAndAtomics = sup->fragmentStoresAndAtomics,
+	};
+	uint32_t v = a->api_version;
+	int v11 = v >= VK_API_VERSION_1_1, v12 = v >= VK_API_VERSION_1_2, v13 = v >= VK_API_VERSION_1_3;
+	VkPhysicalDeviceMultiviewFeatures mv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MULTIVIEW_FEATURES};
+	VkPhysicalDeviceSamplerYcbcrConversionFeatures ycbcr = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SAMPLER_YCBCR_CONVERSION_FEATURES};
+	VkPhysicalDeviceShaderDrawParametersFeatures sdp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_DRAW_PARAMETERS_FEATURES};
+	VkPhysicalDeviceTimelineSemaphoreFeatures tl = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES, .timelineSemaphore = a->feat_timeline};
+	VkPhysicalDeviceShaderAtomicInt64Features ai64 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_INT64_FEATURES};
+	VkPhysicalDeviceVulkanMemoryModelFeatures vmm = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+	VkPhysicalDeviceShaderFloat16Int8Features f16 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .shaderInt8 = a->feat_int8};
+	VkPhysicalDeviceImageRobustnessFeatures ir = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_IMAGE_ROBUSTNESS_FEATURES, .robustImageAccess = a->feat_robust_image};
+	VkPhysicalDeviceZeroInitializeWorkgroupMemoryFeatures zi = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ZERO_INITIALIZE_WORKGROUP_MEMORY_FEATURES, .shaderZeroInitializeWorkgroupMemory = a->feat_zero_init};
+	VkPhysicalDeviceSubgroupSizeControlFeatures sgc = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES, .subgroupSizeControl = VK_TRUE};
+	VkPhysicalDeviceMaintenance4Features m4 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES};
+	VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .shaderIntegerDotProduct = a->feat_int_dot};
+	// The device extensions a default wgpu device enables: those of
+	// PhysicalDeviceProperties::get_required_extensions (adapter.rs) for
+	// no requested features that the device offers (Adapter::
+	// required_device_extensions drops the others).
+	static const struct {
+		const char *name;
+		uint32_t below; // only for devices below this version; 0: always
+	} wanted[] = {
+		{"VK_KHR_swapchain", 0},
+		{"VK_KHR_maintenance1", VK_API_VERSION_1_1},
+		{"VK_KHR_maintenance2", VK_API_VERSION_1_1},
+		{"VK_KHR_maintenance3", VK_API_VERSION_1_1},
+		{"VK_KHR_storage_buffer_storage_class", VK_API_VERSION_1_1},
+		{"VK_KHR_image_format_list", VK_API_VERSION_1_2},
+		{"VK_KHR_driver_properties", VK_API_VERSION_1_2},
+		{"VK_KHR_timeline_semaphore", VK_API_VERSION_1_2},
+		{"VK_KHR_shader_float16_int8", VK_API_VERSION_1_2},
+		{"VK_KHR_maintenance4", VK_API_VERSION_1_3},
+		{"VK_EXT_image_robustness", VK_API_VERSION_1_3},
+		{"VK_KHR_shader_integer_dot_product", VK_API_VERSION_1_3},
+		{"VK_KHR_swapchain_mutable_format", 0},
+		{"VK_EXT_robustness2", 0},
+		{"VK_KHR_external_memory_fd", 0},
+		{"VK_EXT_external_memory_dma_buf", 0},
+		{"VK_EXT_memory_budget", 0},
+	};
+	const char *dev_exts[sizeof wanted / sizeof wanted[0]];
+	uint32_t ndev_exts = 0;
+	PFN_vkEnumerateDeviceExtensionProperties edep = VK_FN(vk, vkEnumerateDeviceExtensionProperties);
+	uint32_t navail = 0;
+	VkExtensionProperties *avail = NULL;
+	if (edep != NULL && edep(pd, NULL, &navail, NULL) == VK_SUCCESS && navail > 0) {
+		avail = calloc(navail, sizeof *avail);
+		if (avail != NULL && edep(pd, NULL, &navail, avail) < 0)
+			navail = 0;
+	}
+	for (size_t w = 0; w < sizeof wanted / sizeof wanted[0]; w++)
+		if ((wanted[w].below == 0 || v < wanted[w].below) && has_ext_list(avail, avail ? navail : 0, wanted[w].name))
+			dev_exts[ndev_exts++] = wanted[w].name;
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
+		.pEnabledFeatures = &core,
+		.enabledExtensionCount = ndev_exts,
+		.ppEnabledExtensionNames = dev_exts,
 	};
-	STEP(f.create_device(pd, &dci, NULL, &dev), "vkCreateDevice");
+	const void **tail = &dci.pNext;
+#define CHAIN(cond, s)                                  \
+	do {                                            \
+		if (cond) {                             \
+			*tail = &(s);                   \
+			tail = (const void **)&(s).pNext; \
+		}                                       \
+	} while (0)
+	CHAIN(a->props2 && v12, tl);
+	CHAIN(a->props2 && v13, ir);
+	CHAIN(a->props2 && v11, mv);
+	CHAIN(a->props2 && v11, ycbcr);
+	CHAIN(a->props2 && a->feat_int8, f16);
+	CHAIN(a->props2 && v13, zi);
+	CHAIN(a->props2 && v12, ai64);
+	CHAIN(a->props2 && v13, sgc);
+	CHAIN(a->props2 && v13, m4);
+	CHAIN(a->props2 && v13, dot);
+	CHAIN(a->props2 && v12, vmm);
+	CHAIN(a->props2 && v11, sdp);
+#undef CHAIN
+	VkResult cr = f.create_device(pd, &dci, NULL, &dev);
+	free(avail);
+	STEP(cr, "vkCreateDevice");
+	// wgpu-hal's device uses timeline semaphores for its fences when the
+	// device has them (Vulkan 1.2's, loaded with vkGetDeviceProcAddr).
+	// The loader withholds device functions above the api_version of the
+	// ICD's manifest: a device that says 1.2+ behind a 1.0 manifest then
+	// gives wgpu no vkWaitSemaphores, and its device creation fails.
+	if (a->props2 && v12 && a->feat_timeline) {
+		PFN_vkGetDeviceProcAddr gdpa = VK_FN(vk, vkGetDeviceProcAddr);
+		static const char *const timeline_fns[] = {"vkWaitSemaphores", "vkSignalSemaphore", "vkGetSemaphoreCounterValue"};
+		for (size_t k = 0; gdpa != NULL && k < sizeof timeline_fns / sizeof timeline_fns[0]; k++)
+			if (gdpa(dev, timeline_fns[k]) == NULL) {
+				res->failed_step = k == 0   ? "vkGetDeviceProcAddr(vkWaitSemaphores) returned NULL"
+						   : k == 1 ? "vkGetDeviceProcAddr(vkSignalSemaphore) returned NULL"
+							    : "vkGetDeviceProcAddr(vkGetSemaphoreCounterValue) returned NULL";
+				res->result = VK_ERROR_INITIALIZATION_FAILED;
+				goto out;
+			}
+	}
 	VkQueue queue;
 	f.get_queue(dev, family, 0, &queue);
 	res->device_ms = now_ms() - t;
@@ -736,19 +999,16 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 		d->failed_step = "EGL_KHR_surfaceless_context not supported";
 		goto out;
 	}
-	// Desktop GL first, then GLES (EGL 1.4 eglBindAPI).
-	EGLint gles_attrs[] = {EGL_CONTEXT_CLIENT_VERSION, 2, EGL_NONE};
-	const EGLint *attrs = NULL;
-	EGLint renderable = EGL_OPENGL_BIT;
-	if (has_word(d->client_apis, "OpenGL") && e->bind_api(EGL_OPENGL_API)) {
-		d->api = "OpenGL";
-	} else if (e->bind_api(EGL_OPENGL_ES_API)) {
-		d->api = "OpenGL ES";
-		attrs = gles_attrs;
-		renderable = EGL_OPENGL_ES2_BIT;
-	} else {
-		EGL_FAIL("eglBindAPI");
-	}
+	// The context wgpu-hal's GL backend makes (wgpu-hal/src/gles/egl.rs):
+	// OpenGL ES through eglBindAPI(EGL_OPENGL_ES_API), version 3
+	// requested (EGL_CONTEXT_MAJOR_VERSION, the same attribute as EGL 1.4's
+	// EGL_CONTEXT_CLIENT_VERSION).
+	EGLint gles_attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_NONE};
+	const EGLint *attrs = gles_attrs;
+	EGLint renderable = EGL_OPENGL_ES2_BIT;
+	if (!e->bind_api(EGL_OPENGL_ES_API))
+		EGL_FAIL("eglBindAPI(EGL_OPENGL_ES_API)");
+	d->api = "OpenGL ES";
 	EGLConfig cfg = EGL_NO_CONFIG_KHR;
 	if (!has_word(dexts, "EGL_KHR_no_config_context") && !has_word(dexts, "EGL_MESA_configless_context")) {
 		EGLint cattrs[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_RENDERABLE_TYPE, renderable, EGL_NONE};
@@ -758,7 +1018,7 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 	}
 	ctx = e->create_context(dpy, cfg, EGL_NO_CONTEXT, attrs);
 	if (ctx == EGL_NO_CONTEXT)
-		EGL_FAIL("eglCreateContext");
+		EGL_FAIL("eglCreateContext(OpenGL ES 3.0)");
 	if (!e->make_current(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx))
 		EGL_FAIL("eglMakeCurrent(EGL_NO_SURFACE)");
 	current = 1;
@@ -772,6 +1032,11 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 	copy_str(d->gl_version, sizeof d->gl_version, (const char *)gl_get_string(0x1F02));  // GL_VERSION
 	if (d->gl_renderer[0] == '\0')
 		d->failed_step = "glGetString(GL_RENDERER) returned nothing";
+	// "OpenGL ES 3.2 Mesa 22.3.6" (OpenGL ES 3.2 spec, GetString).
+	if (sscanf(d->gl_version, "OpenGL ES %d.%d", &d->gles_major, &d->gles_minor) != 2)
+		d->gles_major = d->gles_minor = 0;
+	if (d->failed_step == NULL && d->gles_major < 3)
+		d->failed_step = "the context is below OpenGL ES 3.0";
 	d->context_ms = now_ms() - t;
 
 out:

@@ -18,6 +18,7 @@
 #define NP_MAX_EGL_DEVICES 32
 #define NP_STR 256
 #define NP_EXTS 4096
+#define NP_FORMATS 9
 
 // ---- Vulkan ----
 
@@ -36,7 +37,32 @@ typedef struct {
 	uint8_t conformance[4]; // major, minor, subminor, patch
 	int has_pci;
 	uint32_t pci_domain, pci_bus, pci_device, pci_function;
-	int has_compute_queue;
+	// What wgpu-hal's expose_adapter reads (wgpu-hal/src/vulkan/adapter.rs):
+	// whether the instance let the probe query properties2 (driver
+	// properties and the chains below exist only then), the device
+	// extensions its rules name, and queue family 0.
+	int props2;
+	int ext_storage_buffer_storage_class, ext_maintenance1, ext_swapchain_mutable_format;
+	uint32_t queue_families, q0_flags, q0_timestamp_bits;
+	// Limits and features wgpu derives its own from.
+	VkPhysicalDeviceLimits limits;
+	VkPhysicalDeviceFeatures features;
+	int has_maint3;
+	uint32_t max_per_set_descriptors;
+	uint64_t max_memory_allocation_size;
+	int has_maint4;
+	uint64_t max_buffer_size;
+	int has_multiview;
+	uint32_t max_multiview_view_count;
+	int has_subgroup;
+	uint32_t subgroup_size, subgroup_stages, subgroup_ops;
+	int has_subgroup_size_control;
+	uint32_t min_subgroup_size, max_subgroup_size;
+	int shader_f16; // shaderFloat16 with 16-bit storage buffer access
+	// Supported feature bits the device creation enables as wgpu does.
+	int feat_timeline, feat_robust_image, feat_zero_init, feat_int_dot, feat_int8;
+	// optimalTilingFeatures of np_formats[i].
+	uint32_t format_flags[NP_FORMATS];
 } np_vk_adapter;
 
 // np_vk_dispatch_result is one compute dispatch: the step that failed
@@ -51,22 +77,29 @@ typedef struct {
 // On failure it returns NULL and copies dlerror()'s text into err.
 np_vk *np_vk_open(const char *path, char *err, size_t errlen);
 
-// np_vk_create_instance creates a Vulkan 1.1 instance; it returns the
-// VkResult of vkCreateInstance (or VK_ERROR_INITIALIZATION_FAILED when an
-// entry point is missing, with its name in err).
-int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, char *err, size_t errlen);
+// np_vk_create_instance creates the instance wgpu-hal creates
+// (wgpu-hal/src/vulkan/instance.rs, Instance::init and desired_extensions):
+// API version 1.3 when the loader is 1.1 or newer, else 1.0; engine
+// "wgpu-hal"; every instance extension of wgpu's list the loader offers,
+// named into exts (space-separated). It returns the VkResult of
+// vkCreateInstance (or VK_ERROR_INITIALIZATION_FAILED when an entry point
+// is missing, with its name in err).
+int32_t np_vk_create_instance(np_vk *vk, uint32_t *loader_version, uint32_t *api_version,
+			      char *exts, size_t extslen, char *err, size_t errlen);
 
 // np_vk_adapters enumerates the physical devices into out (at most max) and
 // sets *count. It returns the VkResult of vkEnumeratePhysicalDevices.
 int32_t np_vk_adapters(np_vk *vk, np_vk_adapter *out, uint32_t max, uint32_t *count);
 
-// np_vk_dispatch runs the compute shader on physical device index over a
+// np_vk_dispatch runs the compute shader on physical device index (whose
+// adapter a says which features to enable, as wgpu does by default), on
+// queue family 0 as wgpu does, over a
 // buffer of count uint32 values prefilled with fill, waits on a fence for
 // at most timeout_ns and copies the buffer into out. It returns
 // VK_SUCCESS or the failing call's VkResult (VK_TIMEOUT when the fence did
 // not signal; resources are then left alone, since the device still owns
 // them).
-int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const uint32_t *spirv, size_t spirv_bytes,
+int32_t np_vk_dispatch(np_vk *vk, uint32_t index, const np_vk_adapter *a, const uint32_t *spirv, size_t spirv_bytes,
 		       uint32_t seed, uint32_t count, uint32_t fill, uint64_t timeout_ns,
 		       uint32_t *out, np_vk_dispatch_result *res);
 
@@ -91,6 +124,7 @@ typedef struct {
 	char client_apis[NP_STR];
 	const char *api; // "OpenGL" or "OpenGL ES"
 	char gl_vendor[NP_STR], gl_renderer[NP_STR], gl_version[NP_STR];
+	int gles_major, gles_minor; // from GL_VERSION; 0.0 when unparsable
 	double init_ms, context_ms;
 } np_egl_device;
 
@@ -109,8 +143,9 @@ void np_egl_client_extensions(np_egl *egl, char *out, size_t outlen);
 int np_egl_devices(np_egl *egl, int max, int *count, char *err, size_t errlen);
 
 // np_egl_probe_device opens device index on the device platform, reads its
-// strings, makes a surfaceless, configless context current and reads the
-// GL strings. Failures are recorded in dev.
+// strings, makes a surfaceless, configless OpenGL ES 3 context current as
+// wgpu's GL backend does and reads the GL strings and the GLES version. A
+// context below OpenGL ES 3.0 is a failure. Failures are recorded in dev.
 void np_egl_probe_device(np_egl *egl, int index, np_egl_device *dev);
 
 #endif

@@ -79,6 +79,13 @@ type VulkanReport struct {
 	Loader string `json:"loader" yaml:"loader"`
 	// LoaderVersion is vkEnumerateInstanceVersion's answer ("1.3.239").
 	LoaderVersion string `json:"loaderVersion,omitempty" yaml:"loaderVersion,omitempty"`
+	// InstanceVersion is the apiVersion the instance was created with, as
+	// wgpu-hal creates it: "1.3.0" when the loader is 1.1 or newer, else
+	// "1.0.0".
+	InstanceVersion string `json:"instanceVersion,omitempty" yaml:"instanceVersion,omitempty"`
+	// InstanceExtensions are the instance extensions enabled: those of
+	// wgpu-hal's desired_extensions the loader offers.
+	InstanceExtensions []string `json:"instanceExtensions,omitempty" yaml:"instanceExtensions,omitempty"`
 	// Stage is where the probe stopped (StageLoad, StageInstance,
 	// StageEnumerate); empty when adapters were listed.
 	Stage string `json:"stage,omitempty" yaml:"stage,omitempty"`
@@ -144,10 +151,18 @@ type Adapter struct {
 	// ConformanceVersion is the CTS version the driver passed ("1.3.1.1");
 	// empty when driver properties are unavailable.
 	ConformanceVersion string `json:"conformanceVersion,omitempty" yaml:"conformanceVersion,omitempty"`
-	// Hidden is true when wgpu would not expose the adapter; HiddenReason
-	// says why.
-	Hidden       bool   `json:"hidden,omitempty" yaml:"hidden,omitempty"`
-	HiddenReason string `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"` // why wgpu would hide it
+	// Hidden is true when wgpu would not expose the adapter; HiddenRule
+	// names the rule of wgpu-hal's expose_adapter that hides it and
+	// HiddenReason says it in words.
+	Hidden       bool       `json:"hidden,omitempty" yaml:"hidden,omitempty"`
+	HiddenRule   HiddenRule `json:"hiddenRule,omitempty" yaml:"hiddenRule,omitempty"`     // the wgpu rule that hides it
+	HiddenReason string     `json:"hiddenReason,omitempty" yaml:"hiddenReason,omitempty"` // why wgpu would hide it
+	// QueueFamily0 are queue family 0's flags ("GRAPHICS|COMPUTE|TRANSFER"),
+	// the family wgpu uses.
+	QueueFamily0 string `json:"queueFamily0,omitempty" yaml:"queueFamily0,omitempty"`
+	// WGPU is what wgpu reports for the adapter (limits, features,
+	// downlevel flags, subgroup sizes); nil for a hidden adapter.
+	WGPU *WGPU `json:"wgpu,omitempty" yaml:"wgpu,omitempty"`
 	// Dispatch is the compute dispatch's result; nil when none was run
 	// (hidden adapter, no compute queue).
 	Dispatch *Dispatch `json:"dispatch,omitempty" yaml:"dispatch,omitempty"`
@@ -210,8 +225,9 @@ type EGLReport struct {
 }
 
 // EGLDevice is one EGL device opened on EGL_PLATFORM_DEVICE_EXT
-// (EGL_EXT_platform_device) with a surfaceless, configless context
-// (EGL_KHR_surfaceless_context, EGL_KHR_no_config_context).
+// (EGL_EXT_platform_device) with a surfaceless, configless OpenGL ES 3
+// context, the context wgpu's GL backend makes (EGL_KHR_surfaceless_context,
+// EGL_KHR_no_config_context).
 type EGLDevice struct {
 	Index int `json:"index" yaml:"index"` // position in eglQueryDevicesEXT's list
 	// UUID is EGL_DEVICE_UUID_EXT (EGL_EXT_device_persistent_id) in the
@@ -226,12 +242,17 @@ type EGLDevice struct {
 	// Vendor and Version are the display's EGL_VENDOR and EGL_VERSION.
 	Vendor  string `json:"vendor,omitempty" yaml:"vendor,omitempty"`
 	Version string `json:"version,omitempty" yaml:"version,omitempty"` // EGL_VERSION of the display
-	// API is the client API the context was made for ("OpenGL", "OpenGL ES").
+	// API is the client API the context was made for: "OpenGL ES", as
+	// wgpu's GL backend binds it.
 	API string `json:"api,omitempty" yaml:"api,omitempty"`
 	// GLVendor, GLRenderer and GLVersion are glGetString's answers.
 	GLVendor   string `json:"glVendor,omitempty" yaml:"glVendor,omitempty"`
 	GLRenderer string `json:"glRenderer,omitempty" yaml:"glRenderer,omitempty"` // GL_RENDERER of the context
 	GLVersion  string `json:"glVersion,omitempty" yaml:"glVersion,omitempty"`   // GL_VERSION of the context
+	// GLESVersion is the OpenGL ES version of the context ("3.2"), parsed
+	// from GL_VERSION; wgpu's GL backend needs 3.0 or newer
+	// (wgpu-hal/src/gles/adapter.rs), and a device below it fails.
+	GLESVersion string `json:"glesVersion,omitempty" yaml:"glesVersion,omitempty"`
 	// Error names the step that failed and the EGL error; empty when a
 	// context was made current and GL answered.
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
@@ -330,6 +351,7 @@ const (
 	ReasonEGLNoDevices       ReasonKind = "egl-no-devices"      // no device enumeration, or no device
 	ReasonEGLMissingDevice   ReasonKind = "egl-missing-device"  // no NVIDIA EGL device for a GPU
 	ReasonNoGPUs             ReasonKind = "no-gpus"             // the inventory has no GPU to test
+	ReasonRequirements       ReasonKind = "requirements"        // an adapter lacks a required wgpu limit or feature
 )
 
 // Reason is one failure.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,6 +75,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithTimeout(timeout),
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
+		selftest.WithRequirements(cfg.Requirements()),
 		selftest.WithLogger(g.log),
 		selftest.WithShaderCache(func(create bool) string { return shaderCacheDir(g, create) }),
 	}, nil
@@ -208,6 +210,14 @@ func writeSelftestText(w io.Writer, r *selftest.Report) error {
 			ew.printf("  dispatch wrong: %d of %d elements (%s)", d.Wrong, d.Elements, d.FirstWrong)
 		}
 		ew.printf("\n")
+		if w := a.WGPU; w != nil {
+			// What wgpu reports for it; -o json has every limit.
+			l := &w.Limits
+			ew.printf("      wgpu: Vulkan %s, queue family 0 %s, subgroups %d-%d, %d downlevel flags\n", a.APIVersion, a.QueueFamily0, w.SubgroupMinSize, w.SubgroupMaxSize, len(w.DownlevelFlags))
+			ew.printf("      limits: maxBufferSize %d, maxStorageBufferBindingSize %d, maxComputeWorkgroupStorageSize %d, maxComputeInvocationsPerWorkgroup %d, maxComputeWorkgroupsPerDimension %d, maxBindGroups %d\n",
+				l.MaxBufferSize, l.MaxStorageBufferBindingSize, l.MaxComputeWorkgroupStorageSize, l.MaxComputeInvocationsPerWorkgroup, l.MaxComputeWorkgroupsPerDimension, l.MaxBindGroups)
+			ew.printf("      features: %s\n", selftestOr(strings.Join(w.Features, " "), "none"))
+		}
 	}
 	e := &r.EGL
 	ew.printf("EGL (%s)\n", e.Library)
@@ -221,6 +231,9 @@ func writeSelftestText(w io.Writer, r *selftest.Report) error {
 		}
 		if d.GLRenderer != "" {
 			ew.printf("  %s: %s / %s", d.API, d.GLVendor, d.GLRenderer)
+		}
+		if d.GLESVersion != "" {
+			ew.printf("  GLES %s", d.GLESVersion)
 		}
 		if d.UUID != "" {
 			ew.printf("  %s", d.UUID)

@@ -85,9 +85,15 @@ func TestSelftestText(t *testing.T) {
 		Vulkan: selftest.VulkanReport{Loader: "libvulkan.so.1", LoaderVersion: "1.3.239", Adapters: []selftest.Adapter{{
 			Name: "llvmpipe (LLVM 15.0.6, 256 bits)", Vendor: selftest.VendorMesa, DeviceType: selftest.DeviceCPU, Driver: "llvmpipe",
 			DriverInfo: "Mesa 22.3.6", Backend: "vulkan", DeviceUUID: "GPU-6d657361-3232-2e33-2e36-000000000000",
-			Dispatch: &selftest.Dispatch{Verified: true, Elements: 4096, Timings: selftest.DispatchTimings{TotalMS: 6.5}},
+			Dispatch:   &selftest.Dispatch{Verified: true, Elements: 4096, Timings: selftest.DispatchTimings{TotalMS: 6.5}},
+			APIVersion: "1.3.230", QueueFamily0: "GRAPHICS|COMPUTE|TRANSFER",
+			WGPU: &selftest.WGPU{Limits: selftest.Limits{MaxBufferSize: 2147483647, MaxBindGroups: 8}, Features: []string{"shader-f16", "timestamp-query"},
+				DownlevelFlags: []string{"COMPUTE_SHADERS"}, SubgroupMinSize: 8, SubgroupMaxSize: 8},
+		}, {
+			Index: 1, Name: "broken", DeviceType: selftest.DeviceDiscrete, Vendor: selftest.VendorNVIDIA, Driver: "?", DriverInfo: "?",
+			Hidden: true, HiddenRule: selftest.RuleQueueFamily0Graphics, HiddenReason: "queue family 0 has no graphics",
 		}}},
-		EGL:     selftest.EGLReport{Library: "libEGL.so.1", Devices: []selftest.EGLDevice{{Vendor: "Mesa Project", API: "OpenGL", GLVendor: "Mesa/X.org", GLRenderer: "llvmpipe"}}},
+		EGL:     selftest.EGLReport{Library: "libEGL.so.1", Devices: []selftest.EGLDevice{{Vendor: "Mesa Project", API: "OpenGL ES", GLVendor: "Mesa/X.org", GLRenderer: "llvmpipe", GLESVersion: "3.2"}}},
 		Matches: []selftest.Match{{GPU: 0, UUID: "GPU-x", Name: "NVIDIA H200", Adapter: &zero, AdapterName: "llvmpipe", Vulkan: true, EGLDevice: &zero, EGL: true, StandIn: true}},
 		Passed:  true, DurationMS: 42,
 	}
@@ -98,7 +104,13 @@ func TestSelftestText(t *testing.T) {
 	for _, want := range []string{
 		"✓ #0 llvmpipe (LLVM 15.0.6, 256 bits)  Cpu vendor 0x10005",
 		"dispatch verified 4096 elements in 6.5 ms",
-		"✓ device 0 Mesa Project  OpenGL: Mesa/X.org / llvmpipe",
+		"✓ device 0 Mesa Project  OpenGL ES: Mesa/X.org / llvmpipe  GLES 3.2",
+		"wgpu: Vulkan 1.3.230, queue family 0 GRAPHICS|COMPUTE|TRANSFER, subgroups 8-8, 1 downlevel flags",
+		"limits: maxBufferSize 2147483647,",
+		"maxBindGroups 8",
+		"features: shader-f16 timestamp-query",
+		"✗ #1 broken",
+		"hidden: queue family 0 has no graphics",
 		"✓ GPU 0 NVIDIA H200 GPU-x  Vulkan ✓ (llvmpipe)  EGL ✓  stand-in",
 		"self-test passed (42 ms, simulated, CPU stand-in",
 	} {

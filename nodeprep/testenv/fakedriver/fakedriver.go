@@ -4,7 +4,10 @@
 // (Build): a Vulkan ICD, a glvnd EGL vendor library and an NVML, each
 // acting out the fault named by FAKE_FAULT in the child's environment
 // (hang, abort, segv, flood, daemon, message; csrc/fault.h) at the point
-// a real driver's would happen. Only tests and the fault script use it.
+// a real driver's would happen. With FAKE_ICD_WRAP naming a real ICD
+// library (lavapipe), the fake ICD is that driver breaking one of wgpu's
+// adapter rules, chosen by FAKE_VK_FAULT (csrc/icd.c lists them). Only
+// tests and the fault script use it.
 package fakedriver
 
 import (
