@@ -28,7 +28,7 @@ cache=${NODEPREP_TOOLS_CACHE:-$repo/.cache/tools}
 print_only=0
 if [ "${1:-}" = --print ]; then print_only=1; shift; fi
 if [ $# = 0 ]; then
-  set -- $(cd "$tools" && for d in */go.mod */package-lock.json; do printf '%s\n' "${d%/*}"; done | LC_ALL=C sort -u)
+  set -- $(cd "$tools" && shopt -s nullglob && for d in */go.mod */package-lock.json; do printf '%s\n' "${d%/*}"; done | LC_ALL=C sort -u)
 fi
 gov=$(go env GOVERSION GOOS GOARCH | paste -sd-)
 
