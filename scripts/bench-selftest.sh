@@ -5,7 +5,10 @@
 # one alternating hyperfine run:
 #   - `vulkaninfo --summary` alone            (target: nodeprep <= 1.0x)
 #   - `vulkaninfo --summary; eglinfo -B`      (target: nodeprep <= 0.6x)
-# the same two APIs without a dispatch, the three alternating (see below).
+#   - the wgpu probe under Deno               (target: nodeprep <= 0.7x)
+#     (testdata/wgpu-oracle/probe.js on wgpu's Vulkan backend: adapter,
+#     device, a verified dispatch; Deno from scripts/build-tools.sh deno)
+# the same two APIs without a dispatch, and real wgpu, all alternating (see below).
 # Medians are reported. A cold variant empties nodeprep's shader cache
 # (under --root, where nodeprep keeps it) before each of its runs, as at
 # boot (/run is tmpfs).
@@ -68,6 +71,34 @@ chmod +x "$root/children.sh" "$root/onechild.sh"
 # hyperfine call timing each command twice (-N: no shell; the pair runs
 # under sh -c, which it needs anyway), and the medians are taken over
 # every round's times.
+# deno_probe: sets deno_cmd (the wgpu probe's hyperfine arguments, empty
+# when Deno cannot be installed: the comparison is then left out with a
+# note) and exports what the probe reads: wgpu's Vulkan backend only, a
+# private Deno cache.
+deno_probe() {
+  deno_cmd=()
+  local dir
+  if ! dir=$(scripts/build-tools.sh deno 2>"$root/deno.err"); then
+    echo "bench-selftest: no Deno (scripts/build-tools.sh deno: $(tail -n1 "$root/deno.err")): the wgpu comparison is left out" >&2
+    return 0
+  fi
+  export DENO_WEBGPU_BACKEND=vulkan DENO_DIR=$root/deno-dir
+  local probe=(./testdata/wgpu-oracle/probe.js)
+  local run=("$dir/deno" run --quiet --no-config --no-lock --allow-env=DENO_WEBGPU_BACKEND "${probe[@]}")
+  "${run[@]}" 2>/dev/null | jq -e '.stage == ""' >/dev/null || { echo "bench-selftest: the wgpu probe fails on lavapipe:" >&2; "${run[@]}" >&2; exit 1; }
+  deno_cmd=(-n "wgpu probe (Deno)" "${run[*]}")
+}
+# deno_report: the wgpu probe's median and nodeprep's ratio to it.
+deno_report() {
+  [ ${#deno_cmd[@]} -gt 0 ] || return 0
+  jq -r '
+    def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    (.[0].times | median) as $n | (map(select(.command == "wgpu probe (Deno)"))[0].times | median) as $d |
+    "wgpu probe under Deno (Vulkan backend, dispatch verified):          \($d * 1000 * 100 | round / 100) ms",
+    "ratio to the wgpu probe:        \($n / $d * 100 | round / 100)x (target <= 0.7x)"' "$out/selftest.json"
+}
+deno_probe
+
 rounds=$(( (runs + 1) / 2 ))
 pair="vulkaninfo --summary >/dev/null; $eglinfo -B >/dev/null 2>&1; true"
 rm -f "$out"/round-*.json "$out"/cold-*.json
@@ -77,7 +108,7 @@ for i in $(seq "$rounds"); do
     -n "vulkaninfo --summary" "vulkaninfo --summary" \
     -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" \
     -n "the two probe children alone" "$root/children.sh" \
-    -n "one child, both probes in turn" "$root/onechild.sh" >/dev/null 2>&1
+    -n "one child, both probes in turn" "$root/onechild.sh" "${deno_cmd[@]}" >/dev/null 2>&1
   # Cold: the cache emptied before the run (hyperfine's --prepare), as at
   # boot (/run is tmpfs).
   hyperfine -N --runs 2 --export-json "$out/cold-$i.json" --prepare "rm -rf '$cache'" \
@@ -101,3 +132,4 @@ jq -r --slurpfile c "$out/selftest-cold.json" '
   "the floor, without the nodeprep parent:",
   "  the two probe children alone, in parallel: \($floor | ms) ms (\($floor / $v * 100 | round / 100)x vulkaninfo, \($floor / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
   "  one child, both probes in turn:            \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)"' "$out/selftest.json"
+deno_report
