@@ -163,7 +163,7 @@ func overlay(t *testing.T, lower string, whiteout ...string) string {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Mknod(p, unix.S_IFCHR|0o000, 0); err != nil {
+		if err := unix.Mknod(p, unix.S_IFCHR, 0); err != nil {
 			t.Fatalf("whiteout %s: %v", p, err)
 		}
 	}
