@@ -11,8 +11,9 @@
 #          needs them), the Vulkan loader + Mesa's lavapipe, glvnd's libEGL
 #          + Mesa EGL, jq. TestDemoDepsHaveBuildHeaders keeps the headers
 #          in this set.
-#   test   demo's, plus runc (in-container self-test) and nix-bin (the Nix
-#          checks)
+#   test   demo's, plus runc (in-container self-test), nix-bin (the Nix
+#          checks) and npm (scripts/build-tools.sh installs Deno, the
+#          tests' wgpu, with it)
 #   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
 set_=${1:-test}
@@ -23,7 +24,7 @@ demo=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
   libegl1 libegl-dev libegl-mesa0 libglvnd0
 )
-test=("${demo[@]}" runc nix-bin time)
+test=("${demo[@]}" runc nix-bin time npm)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
 
 case $set_ in
@@ -40,6 +41,9 @@ esac
 
 missing=()
 for p in "${pkgs[@]}"; do
+  # Node.js from elsewhere (NodeSource's nodejs package) bundles npm and
+  # conflicts with Debian's npm package: a working npm is enough.
+  [ "$p" = npm ] && command -v npm >/dev/null && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then

@@ -5,7 +5,8 @@
 #   tools      in the background, from the start until `unit` needs it:
 #              scripts/build-tools.sh builds the real upstream components
 #              (kube-apiserver and kine, containerd and crictl, two NVIDIA
-#              container toolkits), the longest part of a cold run; its
+#              container toolkits, ...) and installs Deno from npm, the
+#              longest part of a cold run; its
 #              lines come prefixed "[tools] "
 #   build      the three binaries          \
 #   lint       gofmt, go vet, staticcheck   } in the foreground meanwhile

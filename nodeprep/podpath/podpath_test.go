@@ -192,6 +192,10 @@ func runPod(t *testing.T, c *upstream.ContainerdInstance, g gpu.GPU, handler, st
 	one := &gpu.Inventory{Simulated: true, Server: "dgx-h200", GPUs: []gpu.GPU{g}}
 	rep := selftest.Evaluate(one, vk, egl, selftest.Policy{RequireEGL: true, AllowCPUAdapter: true, Hints: selftest.Hints{ICDPaths: icdPaths}})
 	if rep.Passed {
+		// The workload's own proof: real wgpu in the same pod.
+		if why := runWgpu(t, c, podID, podFile, logs, g, strategy); why != "" {
+			return "fails: " + reason(why, root)
+		}
 		return "works"
 	}
 	var msgs []string
@@ -481,7 +485,7 @@ func buildImages(t *testing.T, rootfs string) []string {
 	if err := upstream.WriteOCIArchive(archives[0], upstream.Image{Ref: pauseImage, Layers: []string{pause}, Entrypoint: []string{"/pause"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := upstream.WriteOCIArchive(archives[1], upstream.Image{Ref: probeImage, Layers: []string{rootfs, deps, probe}}); err != nil {
+	if err := upstream.WriteOCIArchive(archives[1], upstream.Image{Ref: probeImage, Layers: []string{rootfs, deps, probe, wgpuLayer(t, dir)}}); err != nil {
 		t.Fatal(err)
 	}
 	return archives
@@ -554,7 +558,9 @@ runtime handler a k3s node has (runc with containerd's own CDI injection, ` + "`
 default config). The node's driver is Mesa standing in for NVIDIA's (lavapipe as the Vulkan ICD's
 library, Mesa EGL as the EGL vendor's), so "works" means: nodeprep's self-test probe in the pod
 found the Vulkan ICD and the EGL vendor through what the runtime gave the container and ran its
-compute dispatch. Regenerate with ` + "`go test ./nodeprep/podpath -run TestRealPodPath -update`" + `
+compute dispatch, and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-core 29) ran
+` + "`testdata/wgpu-oracle/probe.js`" + ` in a second container of the pod on wgpu's Vulkan backend
+(an adapter, a device, a verified dispatch; [wgpu-oracle.md](wgpu-oracle.md)). Regenerate with ` + "`go test ./nodeprep/podpath -run TestRealPodPath -update`" + `
 (as root, after ` + "`make rootfs tools`" + `).
 
 `)
@@ -688,4 +694,110 @@ func lookPath(t *testing.T, name string) string {
 
 func machine() string {
 	return map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+}
+
+// Where the wgpu program sits in the probe image.
+const (
+	wgpuDeno  = "/wgpu-oracle/deno"
+	wgpuProbe = "/wgpu-oracle/probe.js"
+)
+
+// wgpuLayer makes the probe image's layer holding Deno (upstream.Deno) and
+// the wgpu program (testdata/wgpu-oracle/probe.js) under /wgpu-oracle.
+func wgpuLayer(t *testing.T, dir string) string {
+	t.Helper()
+	deno, err := filepath.EvalSymlinks(upstream.Tool(t, upstream.Deno, "deno"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := filepath.Join(dir, "wgpu")
+	copyFile(t, deno, filepath.Join(layer, wgpuDeno))
+	copyFile(t, testkit.Testdata(t, "wgpu-oracle", "probe.js"), filepath.Join(layer, wgpuProbe))
+	return layer
+}
+
+// runWgpu runs the wgpu program on wgpu's Vulkan backend in a container of
+// the pod, the GPU handed over as strategy says (as runProbe does), and
+// returns "" when it got an adapter and a device and verified its
+// dispatch, else why not. A CPU adapter counts: the node's driver here is
+// lavapipe.
+func runWgpu(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs string, g gpu.GPU, strategy string) string {
+	const name = "wgpu"
+	ctr := map[string]any{
+		"metadata": map[string]any{"name": name},
+		"image":    map[string]any{"image": probeImage},
+		"command":  []string{wgpuDeno, "run", "--quiet", "--no-config", "--no-lock", "--allow-env=DENO_WEBGPU_BACKEND", wgpuProbe},
+		"log_path": name + ".log",
+		"linux":    map[string]any{},
+	}
+	envs := []map[string]string{{"key": "DENO_WEBGPU_BACKEND", "value": "vulkan"}, {"key": "DENO_DIR", "value": "/tmp/deno"}, {"key": "HOME", "value": "/tmp"}}
+	switch strategy {
+	case "envvar":
+		envs = append(envs, map[string]string{"key": "NVIDIA_VISIBLE_DEVICES", "value": g.UUID})
+	case "cdi-annotations":
+		ctr["annotations"] = map[string]string{"cdi.k8s.io/nvidia-device-plugin_" + g.UUID: pluginKind + "=" + g.UUID}
+	case "cdi-cri":
+		ctr["CDI_devices"] = []map[string]string{{"name": pluginKind + "=" + g.UUID}}
+	}
+	ctr["envs"] = envs
+	ctrFile := writeJSON(t, logs, name+".json", ctr)
+	out, err := c.Crictl("create", podID, ctrFile, podFile)
+	if err != nil {
+		return "wgpu: " + err.Error()
+	}
+	id := strings.TrimSpace(string(out))
+	if out, err := c.Crictl("start", id); err != nil {
+		return fmt.Sprintf("wgpu: %v %s", err, out)
+	}
+	deadline := time.Now().Add(podDeadline)
+	for {
+		out, err := c.Crictl("inspect", "-o", "json", id)
+		var st struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		if err == nil && json.Unmarshal(out, &st) == nil && st.Status.State == "CONTAINER_EXITED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			// wgpu has no bound of its own: it hangs on a hanging driver.
+			return fmt.Sprintf("the wgpu program did not exit within %s", podDeadline)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	data, err := os.ReadFile(filepath.Join(logs, name+".log"))
+	if err != nil {
+		return fmt.Sprintf("reading the wgpu program's log: %v", err)
+	}
+	var stdout, stderr []byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		// CRI log lines: "<time> <stream> <P|F> <text>".
+		f := bytes.SplitN(l, []byte(" "), 4)
+		if len(f) < 4 {
+			continue
+		}
+		if string(f[1]) == "stderr" {
+			stderr = append(append(stderr, f[3]...), ' ')
+			continue
+		}
+		stdout = append(stdout, f[3]...)
+		if string(f[2]) == "F" {
+			stdout = append(stdout, '\n')
+		}
+	}
+	for _, l := range bytes.Split(stdout, []byte("\n")) {
+		var r struct {
+			Stage string `json:"stage"`
+			Error string `json:"error"`
+		}
+		if !bytes.HasPrefix(l, []byte(`{"backend"`)) || json.Unmarshal(l, &r) != nil {
+			continue
+		}
+		if r.Stage == "" {
+			return ""
+		}
+		return fmt.Sprintf("wgpu's Vulkan backend: %s failed: %s", r.Stage, r.Error)
+	}
+	return fmt.Sprintf("the wgpu program printed no report; stderr: %s", bytes.TrimSpace(stderr))
 }

@@ -65,15 +65,23 @@ const (
 	// it (nvidia-ctk cdi generate, the runtime's jit-cdi mode); it never
 	// faults.
 	NVMLDGXH200 = "nvml-dgx-h200"
+	// LvpWrap is libfake_lvpwrap.so, a Vulkan ICD that is Mesa's lavapipe
+	// (the library NP_LVPWRAP_LIB names, loaded at run time) with the
+	// adapter properties wgpu judges changed as NP_LVPWRAP lists
+	// (qf0-compute-only, api-1.0, hide:<extension>, conformance-0,
+	// crash-instance-1.2; csrc/lvpwrap.c): the differential test's
+	// conditions on a real Vulkan implementation. It needs the Vulkan
+	// headers (libvulkan-dev).
+	LvpWrap = "lvpwrap"
 )
 
 // Faults are the values of FAKE_FAULT.
 var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 
-// Build compiles the fake named kind (ICD, EGL, NVML or NVMLDGXH200) into dir with
-// the cgo toolchain's gcc and returns the library's path; for ICD and
-// EGL it also writes the manifest that names the library and returns its
-// path second ("" for the NVMLs).
+// Build compiles the fake named kind (ICD, EGL, NVML, NVMLDGXH200 or
+// LvpWrap) into dir with the cgo toolchain's gcc and returns the
+// library's path; for ICD, LvpWrap and EGL it also writes the manifest
+// that names the library and returns its path second ("" for the NVMLs).
 func Build(dir, kind string) (lib, manifest string, err error) {
 	for _, f := range []string{"fault.h", kind + ".c"} {
 		data, err := sources.ReadFile("csrc/" + f)
@@ -94,7 +102,7 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 	}
 	var m string
 	switch kind {
-	case ICD:
+	case ICD, LvpWrap:
 		m = fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q,"api_version":"1.3.0"}}`, lib)
 	case EGL:
 		m = fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q}}`, lib)

@@ -1,7 +1,8 @@
 // Package upstream gives nodeprep's tests the real upstream components a
 // GPU pod's path goes through — NVIDIA's container toolkit (nvidia-ctk, its
-// runtime and hooks), containerd with its CRI plugin, crictl — built from
-// the pinned tools modules under testdata/tools/ by
+// runtime and hooks), containerd with its CRI plugin, crictl — and the
+// workloads' own runtimes (Deno's WebGPU, which is wgpu), built or
+// installed from the pinned tools modules under testdata/tools/ by
 // scripts/build-tools.sh. Each tools module is its own Go module, so the
 // product's go.mod never names them. Only tests import this package.
 //
@@ -51,6 +52,12 @@ const (
 	// KEDA is github.com/kedacore/keda/v2 v2.21.0 (operator): the KEDA
 	// operator that runs ScaledJobs from their triggers.
 	KEDA = "keda"
+	// Deno is the npm package @deno/linux-x64-glibc 2.9.6 (deno), pinned
+	// with its integrity hash in testdata/tools/deno/package-lock.json and
+	// installed by npm, not built: its WebGPU is wgpu-core 29, the wgpu
+	// oracle of the self-test's differential test and of the pod-path
+	// matrix (testdata/wgpu-oracle/probe.js).
+	Deno = "deno"
 )
 
 // Toolkits lists the pinned NVIDIA container toolkits, oldest first.

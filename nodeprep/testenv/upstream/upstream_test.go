@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -47,5 +48,37 @@ func TestRealToolsArePinned(t *testing.T) {
 				t.Errorf("%s %v says %q, want version %s", tt.program, tt.args, strings.TrimSpace(string(out)), tt.version)
 			}
 		})
+	}
+}
+
+// TestRealDenoIsPinned installs Deno from its npm pin and checks that the
+// lock pins the package with an integrity hash (npm ci refuses a package
+// whose hash differs) and that the program is the version the lock and
+// the constant's doc name.
+func TestRealDenoIsPinned(t *testing.T) {
+	const pkg, version = "@deno/linux-x64-glibc", "2.9.6"
+	data, err := os.ReadFile(testkit.Testdata(t, "tools", upstream.Deno, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct {
+			Version   string `json:"version"`
+			Integrity string `json:"integrity"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		t.Fatalf("testdata/tools/deno/package-lock.json: %v", err)
+	}
+	p := lock.Packages["node_modules/"+pkg]
+	if p.Version != version || !strings.HasPrefix(p.Integrity, "sha512-") {
+		t.Fatalf("the lock pins %s at %q with integrity %q, want %s with a sha512 hash", pkg, p.Version, p.Integrity, version)
+	}
+	out, err := exec.Command(upstream.Tool(t, upstream.Deno, "deno"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("deno --version: %v: %s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "deno "+version+" ") {
+		t.Errorf("deno --version says %q, want deno %s", strings.TrimSpace(string(out)), version)
 	}
 }
