@@ -11,8 +11,9 @@
 #          needs them), the Vulkan loader + Mesa's lavapipe, glvnd's libEGL
 #          + Mesa EGL, jq. TestDemoDepsHaveBuildHeaders keeps the headers
 #          in this set.
-#   test   demo's, plus runc (in-container self-test) and nix-bin (the Nix
-#          checks)
+#   test   demo's, plus runc (in-container self-test), iproute2 (the veth
+#          pair of the real kubelet's private network namespace) and
+#          nix-bin (the Nix checks)
 #   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
 set_=${1:-test}
@@ -23,7 +24,7 @@ demo=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
   libegl1 libegl-dev libegl-mesa0 libglvnd0
 )
-test=("${demo[@]}" runc nix-bin time)
+test=("${demo[@]}" runc iproute2 nix-bin time)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
 
 case $set_ in
