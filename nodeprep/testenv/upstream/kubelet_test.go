@@ -48,7 +48,7 @@ func snapshotHost(t *testing.T) hostState {
 			}
 		}
 	}
-	for _, p := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/etc/kubernetes"} {
+	for _, p := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/etc/kubernetes", "/run/containerd/runc/k8s.io"} {
 		_, err := os.Lstat(p)
 		s.Paths[p] = err == nil
 	}

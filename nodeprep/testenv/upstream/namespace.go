@@ -34,7 +34,8 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel
 // programs (containerd, its shims and containers, the kubelet, a device
 // plugin), so that what they do to the machine stays inside it: a tmpfs
 // on /var/lib (the kubelet's /var/lib/kubelet, which this host does not
-// have) and on /var/log (the pods' logs), the kubelet's sysctls as files
+// have), on /var/log (the pods' logs) and on /run (runc's state under
+// /run/containerd/runc), the kubelet's sysctls as files
 // of their own, its own loopback and a veth pair carrying NodeIP. A
 // process in it reaches the host's loopback only through Forward.
 type NodeNamespace struct {
@@ -68,7 +69,7 @@ func StartNodeNamespace(t testing.TB) *NodeNamespace {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var script strings.Builder
-	script.WriteString("set -e\nmount -t tmpfs -o mode=0755 nodeprep-var-lib /var/lib\nmkdir -p /var/lib/kubelet\nmount -t tmpfs -o mode=0755 nodeprep-var-log /var/log\n")
+	script.WriteString("set -e\nmount -t tmpfs -o mode=0755 nodeprep-var-lib /var/lib\nmkdir -p /var/lib/kubelet\nmount -t tmpfs -o mode=0755 nodeprep-var-log /var/log\nmount -t tmpfs -o mode=0755 nodeprep-run /run\n")
 	for _, s := range kubeletSysctls {
 		src := filepath.Join("/proc/sys", s)
 		data, err := os.ReadFile(src)
