@@ -11,9 +11,10 @@
 #          needs them), the Vulkan loader + Mesa's lavapipe, glvnd's libEGL
 #          + Mesa EGL, jq. TestDemoDepsHaveBuildHeaders keeps the headers
 #          in this set.
-#   test   demo's, plus runc (in-container self-test), nix-bin (the Nix
-#          checks) and npm (scripts/build-tools.sh installs Deno, the
-#          tests' wgpu, with it)
+#   test   demo's, plus runc (in-container self-test), iproute2 (the veth
+#          pair of the real kubelet's private network namespace), nix-bin
+#          (the Nix checks) and npm (scripts/build-tools.sh installs Deno,
+#          the tests' wgpu, with it)
 #   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
 set_=${1:-test}
@@ -24,7 +25,7 @@ demo=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
   libegl1 libegl-dev libegl-mesa0 libglvnd0
 )
-test=("${demo[@]}" runc nix-bin time npm)
+test=("${demo[@]}" runc iproute2 nix-bin time npm)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
 
 case $set_ in

@@ -452,23 +452,43 @@ func misspelt(key string) (string, bool) {
 	return "", false
 }
 
-// checkEntries judges the effective lists as the kubelet and the API
-// server will. k3s passes node-label as the kubelet's --node-labels and
-// node-taint as --register-with-taints, each list joined with commas
-// (k3s pkg/daemons/agent). The kubelet refuses to start on a label that is
-// not key=value with a valid key and value (ValidateKubeletFlags,
-// component-base MapStringString) and skips empty items; it refuses an
-// invalid taint, and an empty one beside others (RegisterWithTaintsVar
-// splits the joined list and parses every part); a lone empty taint is
-// no taint. The API server refuses a Node whose taints repeat a key and
-// effect (core/v1 validation: taints unique by key and effect), so the
-// node would not register at all. Values are judged after k3s's
-// conversion (Merge: trimmed, YAML 1.1 scalars spelled out).
+// checkEntries judges the effective lists as the kubelet will, measured
+// on the real kubelet (TestRealKubeletRegistersAsJoinReports). k3s
+// passes node-label as the kubelet's --node-labels and node-taint as
+// --register-with-taints, each list joined with commas (k3s
+// pkg/daemons/agent/agent_linux.go), then lays kubelet-arg over them
+// (pkg/daemons/config GetArgs): a first kubelet-arg "node-labels=…" or
+// "register-with-taints=…" drops k3s's list, which then never reaches the
+// kubelet and is not judged here (conflicts says nodeprep's entries are
+// lost). The kubelet reads --node-labels with component-base's
+// ConfigurationMap: empty items are skipped, an item with no '=' is a
+// label with an empty value, and ValidateKubeletFlags refuses, at start,
+// a key or value that is not valid and a key in the kubernetes.io
+// namespaces it may not set. It parses --register-with-taints with
+// pkg/util/taints ParseTaints and refuses, at start, an invalid taint, an
+// empty one beside others and two with one key and effect; a lone empty
+// taint is no taint. Values are judged after k3s's conversion (Merge:
+// trimmed, YAML 1.1 scalars spelled out). A label with no '=' is refused
+// too, but as a mistake (the kubelet would register the whole item as a
+// key with an empty value), not as a node that would not register.
 func checkEntries(eff *Effective) error {
-	var errs []error
-	for _, e := range eff.NodeLabels {
+	var errs, mistakes []error
+	labels, taints := eff.NodeLabels, eff.NodeTaints
+	if kubeletArgDrops(eff, "node-labels") {
+		labels = nil
+	}
+	if kubeletArgDrops(eff, "register-with-taints") {
+		taints = nil
+	}
+	for _, e := range labels {
 		if e.Value == "" {
 			continue
+		}
+		if !strings.Contains(e.Value, "=") {
+			if _, err := ParseLabel(e.Value + "="); err == nil {
+				mistakes = append(mistakes, fmt.Errorf("node-label from %s: a label with no '=' (%d characters, not shown: it may be a secret): the kubelet would register the whole item as a label key with an empty value; want key=value", e.Source, len(e.Value)))
+				continue
+			}
 		}
 		if _, err := ParseLabel(e.Value); err != nil {
 			errs = append(errs, fmt.Errorf("node-label from %s: %w (the kubelet refuses to start)", e.Source, err))
@@ -480,7 +500,7 @@ func checkEntries(eff *Effective) error {
 	}
 	first := map[ke]Entry{}
 	var empty []Entry
-	for _, e := range eff.NodeTaints {
+	for _, e := range taints {
 		if e.Value == "" {
 			empty = append(empty, e)
 			continue
@@ -492,18 +512,35 @@ func checkEntries(eff *Effective) error {
 		}
 		k := ke{t.Key, t.Effect}
 		if prev, ok := first[k]; ok {
-			errs = append(errs, fmt.Errorf("node-taint %s (from %s) and %s (from %s) have the same key and effect: the API server refuses a Node whose taints repeat a key and effect, so the node would not register; keep one (nodeprep adds its own taints: drop the copy from the other file, or pass --no-default-taint)", RedactEntry(prev.Value), prev.Source, RedactEntry(e.Value), e.Source))
+			errs = append(errs, fmt.Errorf("node-taint %s (from %s) and %s (from %s) have the same key and effect: the kubelet refuses to start on taints that repeat a key and effect, so the node would not register; keep one (nodeprep adds its own taints: drop the copy from the other file, or pass --no-default-taint)", RedactEntry(prev.Value), prev.Source, RedactEntry(e.Value), e.Source))
 			continue
 		}
 		first[k] = e
 	}
-	if len(empty) > 0 && len(empty) < len(eff.NodeTaints) {
+	if len(empty) > 0 && len(empty) < len(taints) {
 		errs = append(errs, fmt.Errorf("node-taint from %s is empty (a key with no value gives k3s one empty --node-taint=) beside other taints: k3s joins them into one --register-with-taints and the kubelet refuses the empty part; remove the empty key or give it the list", empty[0].Source))
 	}
 	if len(errs) > 0 {
-		return fault.Malformed(fmt.Errorf("%w: %w", ErrNodeRefused, errors.Join(errs...)))
+		return fault.Malformed(fmt.Errorf("%w: %w", ErrNodeRefused, errors.Join(append(errs, mistakes...)...)))
+	}
+	if len(mistakes) > 0 {
+		return fault.Malformed(errors.Join(mistakes...))
 	}
 	return nil
+}
+
+// kubeletArgDrops reports whether k3s drops its own value of the kubelet
+// flag name (node-labels, register-with-taints) for the kubelet-arg list:
+// k3s GetArgs keeps it only when the first kubelet-arg of that name is
+// "name+=…" or "name-=…".
+func kubeletArgDrops(eff *Effective, name string) bool {
+	for _, a := range eff.KubeletArgs {
+		n, _, _ := strings.Cut(strings.TrimPrefix(a.Value, "--"), "=")
+		if strings.TrimRight(n, "+-") == name {
+			return !strings.HasSuffix(n, "+") && !strings.HasSuffix(n, "-")
+		}
+	}
+	return false
 }
 
 // ErrNodeRefused marks (with fault.ErrMalformed, exit 65) effective labels

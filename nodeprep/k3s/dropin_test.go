@@ -325,7 +325,7 @@ func TestPlanF11(t *testing.T) {
 			name:    "our taint again in config.yaml",
 			files:   map[string]string{cfgPath: "node-taint: [\"nvidia.com/gpu=present:NoSchedule\"]\n"},
 			taints:  []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: NoSchedule}},
-			wantMsg: []string{cfgPath, ourPath, "same key and effect", "would not register"},
+			wantMsg: []string{cfgPath, ourPath, "same key and effect", "would not register", "the kubelet refuses to start"},
 		},
 		{
 			name:    "our taint key and effect with another value later",
@@ -345,9 +345,12 @@ func TestPlanF11(t *testing.T) {
 			wantMsg: []string{cfgPath, ArgsSource, "same key and effect"},
 		},
 		{
+			// The real kubelet registers "true" as a key with an empty
+			// value (TestRealKubeletRegistersAsJoinReports): a mistake,
+			// not a node that would not register.
 			name:    "label without a value after YAML conversion",
 			files:   map[string]string{cfgPath: "node-label: [yes]\n"},
-			wantMsg: []string{"want key=value", cfgPath},
+			wantMsg: []string{"want key=value", cfgPath, "the kubelet would register the whole item as a label key with an empty value"},
 		},
 		{
 			name:    "map as a label",
@@ -388,6 +391,20 @@ func TestPlanF11(t *testing.T) {
 				t.Error("drop-in written")
 			}
 		})
+	}
+}
+
+// TestPlanKubeletArgDropsList: a first kubelet-arg register-with-taints=
+// drops k3s's node-taint list (k3s GetArgs), so a bad taint in it never
+// reaches the kubelet; the node registers, without nodeprep's taint: a
+// conflict, not a node that would not register (measured by
+// TestRealKubeletRegistersAsJoinReports).
+func TestPlanKubeletArgDropsList(t *testing.T) {
+	t.Parallel()
+	root := newHost(t, map[string]string{cfgPath: "node-taint: [x:Bad]\nkubelet-arg: [register-with-taints=z:NoSchedule]\n"})
+	_, err := Plan(root, Options{Taints: []Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: NoSchedule}}})
+	if err == nil || errors.Is(err, ErrNodeRefused) || !strings.Contains(err.Error(), "register-with-taints") {
+		t.Errorf("Plan = %v; want the kubelet-arg's conflict, not %v", err, ErrNodeRefused)
 	}
 }
 

@@ -197,3 +197,19 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned *corr, unsigned 
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned *t) { NP_DEV(d); (void)sensor; if (!t) return NVML_ERROR_INVALID_ARGUMENT; *t = 30 + (unsigned)i; return NVML_SUCCESS; }
+
+/* The topology the device plugin's preferred allocation reads
+ * (go-gpuallocator internal/links: GetP2PLink, getAllNvLinkRemotePciInfo):
+ * GPUs 0-3 and 4-7 share a CPU (NVML_TOPOLOGY_NODE), the halves meet
+ * across CPUs (NVML_TOPOLOGY_SYSTEM); NVLink is not reported, which the
+ * allocator skips. */
+enum { NVML_TOPOLOGY_INTERNAL = 0, NVML_TOPOLOGY_NODE = 40, NVML_TOPOLOGY_SYSTEM = 50 };
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, int *level) {
+	int i = np_index(a), j = np_index(b);
+	if (i < 0 || j < 0 || level == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*level = i == j ? NVML_TOPOLOGY_INTERNAL : i / 4 == j / 4 ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned link, int *active) { NP_DEV(d); (void)i; (void)link; (void)active; return NVML_ERROR_NOT_SUPPORTED; }
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned link, nvmlPciInfo_t *p) { NP_DEV(d); (void)i; (void)link; (void)p; return NVML_ERROR_NOT_SUPPORTED; }
