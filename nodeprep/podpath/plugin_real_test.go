@@ -136,12 +136,15 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 	}
 	var values cluster.DevicePluginValues
 	var job batchv1.Job
+	var runtimeClass map[string]any
 	for _, d := range docs {
 		switch d.File {
 		case "device-plugin-values.yaml":
 			err = sigyaml.Unmarshal(d.Data, &values)
 		case "job.yaml":
 			err = sigyaml.Unmarshal(d.Data, &job)
+		case "runtimeclass.yaml":
+			err = sigyaml.Unmarshal(d.Data, &runtimeClass)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", d.File, err)
@@ -200,12 +203,13 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	// TODO(lead): remove when `cluster render` emits the nvidia-cdi
-	// RuntimeClass beside the workloads (issue 29, section 3).
-	if code, _, _ := api.Do(http.MethodGet, "/apis/node.k8s.io/v1/runtimeclasses/"+cluster.PatchedRuntimeClass, "", nil); code == http.StatusNotFound {
-		api.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", "", map[string]any{
-			"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": cluster.PatchedRuntimeClass}, "handler": cluster.PatchedRuntimeClass})
+	// The RuntimeClass render emits beside the Job, applied as a user
+	// would: the stock cluster has none named nvidia-cdi, and without it
+	// the Job's pod is refused at admission.
+	if runtimeClass == nil {
+		t.Fatal("cluster render emitted no runtimeclass.yaml")
 	}
+	api.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", "", runtimeClass)
 
 	// The rendered Job, with what this machine requires (see above).
 	ps := &job.Spec.Template.Spec
