@@ -24,9 +24,10 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultVulkanLoader = "libvulkan.so.1" // the loader's soname, found by the dynamic linker
-	DefaultEGLLibrary   = "libEGL.so.1"    // glvnd's libEGL soname
-	DefaultTimeout      = 30 * time.Second // how long each probe child may run
+	DefaultVulkanLoader = "libvulkan.so.1"         // the loader's soname, found by the dynamic linker
+	DefaultEGLLibrary   = "libEGL.so.1"            // glvnd's libEGL soname
+	DefaultCUDALibrary  = cudaprobe.DefaultLibrary // libcuda.so.1, the CUDA driver library (WithCUDA)
+	DefaultTimeout      = 30 * time.Second         // how long each probe child may run
 )
 
 // Errors.

@@ -24,6 +24,8 @@ type selftestFlags struct {
 	timeout         time.Duration
 	allowCPUAdapter bool
 	requireEGL      bool
+	cudaLib         string
+	requireCUDA     bool
 }
 
 type selftestOptions struct {
@@ -38,6 +40,18 @@ func (o *selftestFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&o.timeout, "timeout", selftest.DefaultTimeout, "how long each probe child may run before it is killed")
 	f.BoolVar(&o.allowCPUAdapter, "allow-cpu-adapter", false, "let a CPU adapter (lavapipe) and Mesa's EGL device stand in for simulated GPUs (needs --simulate)")
 	f.BoolVar(&o.requireEGL, "require-egl", true, "fail when EGL fails (false: report EGL only)")
+	f.StringVar(&o.cudaLib, "cuda-lib", selftest.DefaultCUDALibrary, "CUDA driver library to dlopen for the CUDA probe (a path, or a name for the dynamic linker's search)")
+	f.BoolVar(&o.requireCUDA, "require-cuda", true, "fail when the CUDA probe fails (default: yes, except that with --simulate a libcuda that cannot be opened is a warning; false: report CUDA only)")
+}
+
+// cudaRequirement is --require-cuda over selftest.requireCUDA: nil when
+// neither is set (selftest.WithCUDA's default policy).
+func (o *selftestFlags) cudaRequirement(g *globals, f *pflag.FlagSet) *bool {
+	if f.Changed("require-cuda") {
+		v := o.requireCUDA
+		return &v
+	}
+	return g.cfg.Selftest.RequireCUDA
 }
 
 // options resolves the flags over the config file into the self-test's
@@ -74,6 +88,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithTimeout(timeout),
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
+		selftest.WithCUDA(flagOr(f, "cuda-lib", o.cudaLib, cfg.CUDALib), o.cudaRequirement(g, f)),
 		selftest.WithLogger(g.log),
 		selftest.WithShaderCache(func(create bool) string { return shaderCacheDir(g, create) }),
 	}, nil
