@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -245,13 +247,42 @@ func writeSelftestText(w io.Writer, r *selftest.Report) error {
 		}
 		ew.printf("\n")
 	}
+	// CUDA counts for a GPU's mark unless its library could not be opened
+	// and is not required (--simulate without a libcuda).
+	cudaCounts := false
+	if c := r.CUDA; c != nil {
+		cudaCounts = r.RequireCUDA || (c.Stage != cudaprobe.StageLoad && c.Stage != cudaprobe.StageSym)
+		ew.printf("CUDA (%s", c.Library)
+		if c.DriverVersion != "" {
+			ew.printf(", CUDA %s", c.DriverVersion)
+		}
+		ew.printf(", cuInit %.1f ms)\n", c.InitMS)
+		if c.Stage != "" {
+			ew.printf("  ✗ %s: %s\n", c.Stage, selftestOr(strings.TrimSpace(c.Result+" "+c.Error), "failed"))
+		}
+		for _, d := range c.Devices {
+			ew.printf("  %s device %d %s %s", mark(d.OK()), d.Ordinal, d.Name, selftestOr(d.UUID, "no UUID"))
+			switch {
+			case d.OK():
+				ew.printf("  memory and PTX kernel verified in %.1f ms", d.Timings.TotalMS)
+			case d.Step != "":
+				ew.printf("  %s failed: %s", d.Step, selftestOr(d.Result, d.Error))
+			case d.Wrong > 0:
+				ew.printf("  kernel wrong: %s", d.FirstWrong)
+			}
+			ew.printf("\n")
+		}
+	}
 	ew.printf("GPUs\n")
 	for _, m := range r.Matches {
-		ew.printf("  %s GPU %d %s %s  Vulkan %s", mark(m.Vulkan && (m.EGL || !r.RequireEGL)), m.GPU, m.Name, m.UUID, mark(m.Vulkan))
+		ew.printf("  %s GPU %d %s %s  Vulkan %s", mark(m.Vulkan && (m.EGL || !r.RequireEGL) && (m.CUDA || !cudaCounts)), m.GPU, m.Name, m.UUID, mark(m.Vulkan))
 		if m.AdapterName != "" {
 			ew.printf(" (%s)", m.AdapterName)
 		}
 		ew.printf("  EGL %s", mark(m.EGL))
+		if r.CUDA != nil {
+			ew.printf("  CUDA %s", mark(m.CUDA))
+		}
 		if m.StandIn {
 			ew.printf("  stand-in")
 		}
