@@ -145,7 +145,8 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 }
 
 // buildCUDA builds the fake libcuda.so.1 and its JIT compiler library in
-// dir. libcuda's RUNPATH is $ORIGIN, so it finds the JIT beside itself
+// dir, with the driver's sonames (so ldconfig and the toolkit's hooks link
+// them as they link the real ones). libcuda's RUNPATH is $ORIGIN, so it finds the JIT beside itself
 // (NixOS's libcuda finds its own through a RUNPATH too); in a container,
 // where the spec mounts both into one folder, the same holds.
 func buildCUDA(dir string) (lib, manifest string, err error) {
@@ -159,11 +160,11 @@ func buildCUDA(dir string) (lib, manifest string, err error) {
 		}
 	}
 	jit := filepath.Join(dir, "libnvidia-ptxjitcompiler.so.1")
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-o", jit, filepath.Join(dir, "ptxjit.c")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libnvidia-ptxjitcompiler.so.1", "-o", jit, filepath.Join(dir, "ptxjit.c")).CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("compiling the fake JIT compiler: %v\n%s", err, out)
 	}
 	lib = filepath.Join(dir, "libcuda.so.1")
-	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-pthread", "-Wl,-rpath,$ORIGIN", "-o", lib, filepath.Join(dir, "cuda.c"), "-ldl").CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-pthread", "-Wl,-rpath,$ORIGIN", "-Wl,-soname,libcuda.so.1", "-o", lib, filepath.Join(dir, "cuda.c"), "-ldl").CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("compiling the fake libcuda: %v\n%s", err, out)
 	}
 	return lib, "", nil
