@@ -108,6 +108,15 @@ Each GPU needs exactly one NVIDIA (0x10de) discrete or integrated adapter with
 its UUID whose dispatch verifies; CPU adapters such as llvmpipe never count,
 except with --simulate and --allow-cpu-adapter, where one stands in.
 
+It also runs the CUDA probe in a child of its own at the same time: it opens
+--cuda-lib (libcuda.so.1), calls cuInit, and on every device at once makes a
+context, checks a memory round trip and runs a PTX kernel through the
+driver's JIT compiler; each GPU needs the CUDA device with its UUID to pass.
+Failures are named by their CUDA result with the fix (802: the fabric
+manager; 100/999 without /dev/nvidia-uvm: the UVM module and the spec).
+With --simulate a libcuda that cannot be opened is a warning unless
+--require-cuda; --require-cuda=false makes every CUDA failure a warning.
+
 With --container --rootfs DIR it then runs the same probe inside an OCI
 container (runc, else crun) started from DIR with the CDI spec's devices
 injected by the CDI library, as containerd does for a pod: proof that the
@@ -119,8 +128,8 @@ GPU, scripts/make-lavapipe-host.sh ROOT UUID... builds a host tree whose
 --allow-cpu-adapter; it has no EGL vendor library, so add --require-egl=false.
 What was adapted to run on a host tree is one note per container; -v lists it.
 
-Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL),
-or for --container the OCI runtime or rootfs, is unavailable.`,
+Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL
+or libcuda), or for --container the OCI runtime or rootfs, is unavailable.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSelftest(cmd, g, &o)
