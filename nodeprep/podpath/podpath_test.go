@@ -628,6 +628,7 @@ through the JIT compiler. Regenerate with ` + "`go test ./nodeprep/podpath -run 
 			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
 			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
 			"spec nodeprep patched."},
+		{"libcuda.so.1: cannot open shared object file", "1.17 on every handler: the CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime opens it. The 1.17 spec mounts `libcuda.so.550.54.15` (and links `libcuda.so` to `libcuda.so.1`) and leaves the soname to its update-ldcache hook's ldconfig, which here makes no `libcuda.so.1`; 1.20's hook creates the soname links itself. Vulkan and EGL name their libraries by path and work."},
 	}
 	first := true
 	for _, n := range notes {
