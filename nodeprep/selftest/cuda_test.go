@@ -43,7 +43,7 @@ func TestCUDAProbe(t *testing.T) {
 		{"fabric manager", "802", lib, nil, ReasonCUDAInitFailed, "CUDA_ERROR_SYSTEM_NOT_READY (802", fault.ErrCheckFailed},
 		{"unknown", "999", lib, nil, ReasonCUDAInitFailed, "CUDA_ERROR_UNKNOWN (999", fault.ErrCheckFailed},
 		{"no device", "100", lib, nil, ReasonCUDAInitFailed, "CUDA_ERROR_NO_DEVICE (100", fault.ErrCheckFailed},
-		{"hang", "hang", lib, nil, ReasonTimeout, "cuda probe: did not finish within 3s", fault.ErrCheckFailed},
+		{"hang", "hang", lib, nil, ReasonTimeout, "cuda probe: did not finish within 15s", fault.ErrCheckFailed},
 		{"crash", "crash", lib, nil, ReasonCrashed, "cuda probe: crashed: SIGSEGV in " + lib, fault.ErrCheckFailed},
 		{"wrong uuid", "wrong-uuid", lib, nil, ReasonCUDAMissingDevice, "GPU 0 (GPU-228ca55b-c816-53ac-b2f8-4d631ef053c9): no CUDA device has its UUID", fault.ErrCheckFailed},
 		{"wrong kernel", "wrong-kernel", lib, nil, ReasonCUDAFailed, "wrote 1 of 4096 elements wrong", fault.ErrCheckFailed},
@@ -54,9 +54,12 @@ func TestCUDAProbe(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// Only the hang is meant to meet the bound, and Mesa's probes
+			// beside it must not: on a loaded 2-core machine lavapipe alone
+			// takes seconds.
 			timeout := time.Minute
 			if tc.fault == "hang" {
-				timeout = 3 * time.Second
+				timeout = 15 * time.Second
 			}
 			env := driverEnv(append([]string{"VK_DRIVER_FILES=" + lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES=" + mesaEGL, "FAKE_CUDA_FAULT=" + tc.fault}, cudaEnv...)...)
 			r, err := Run(context.Background(), inv, WithCommand(exe), WithEnv(env), WithTimeout(timeout),
