@@ -194,6 +194,8 @@ let
     lockDir = "/run/nodeprep";
     # pkgs.addDriverRunpath.driverLink + /lib
     nvmlLib = "/run/opengl-driver/lib/libnvidia-ml.so.1";
+    # The CUDA probe's driver library, beside NVML's.
+    cudaLib = "/run/opengl-driver/lib/libcuda.so.1";
     metricsFileName = "nodeprep.prom";
     defaultTaint = "nvidia.com/gpu=present:NoSchedule";
   };
@@ -229,6 +231,7 @@ let
       vulkanLoader = null; # "<vulkan-loader>/lib/libvulkan.so.1"
       eglLib = null; # "<libglvnd>/lib/libEGL.so.1"
       nvmlLib = defaults.nvmlLib;
+      cudaLib = defaults.cudaLib;
       configFile = defaults.configFile;
       extraArgs = [ ];
       # services.nodeprep.health.kubeconfig: the kubelet's kubeconfig that
@@ -816,6 +819,7 @@ rec {
         (unlessSet [ "nvml" "library" ] o.nvmlLib)
         (unlessSet [ "selftest" "vulkanLoader" ] o.vulkanLoader)
         (unlessSet [ "selftest" "eglLib" ] o.eglLib)
+        (unlessSet [ "selftest" "cudaLib" ] o.cudaLib)
         (unlessSet [ "cdi" "glvndDirs" ] (if o.glvndDir == null then null else [ (toString o.glvndDir) ]))
       ];
       typed = {
@@ -852,7 +856,7 @@ rec {
   # The arguments of `nodeprep up` (the binary is prepended by the caller).
   # Flags use the --name=value form so a value that starts with "-" (every
   # --k3s-arg) cannot be taken for a flag. --vulkan-loader, --egl-lib and
-  # --nvml-lib are left out when `settings` sets them (flags would override
+  # --nvml-lib and --cuda-lib are left out when `settings` sets them (flags would override
   # the config file).
   execArgs =
     opts:
@@ -943,6 +947,7 @@ rec {
     ]
     ++ opt (o.eglLib != null && !hasAttrByPath [ "selftest" "eglLib" ] s) [ "--egl-lib=${o.eglLib}" ]
     ++ opt (o.nvmlLib != null && !hasAttrByPath [ "nvml" "library" ] s) [ "--nvml-lib=${o.nvmlLib}" ]
+    ++ opt (o.cudaLib != null && !hasAttrByPath [ "selftest" "cudaLib" ] s) [ "--cuda-lib=${o.cudaLib}" ]
     ++ opt (o.metricsTextfileDir != null) [ "--metrics-file=${metricsFileOf o}" ];
 
   # What `nodeprep health` writes: /run/nodeprep (lock), the status file's

@@ -106,6 +106,7 @@ let
         "--vulkan-loader=/nix/store/"
         "--egl-lib=/nix/store/"
         "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+        "--cuda-lib=/run/opengl-driver/lib/libcuda.so.1"
         "--metrics-file=/var/lib/prometheus-node-exporter/textfile/nodeprep.prom"
       ];
     }
@@ -183,6 +184,7 @@ let
       name = "config.yaml names NVML, the Vulkan loader and libEGL (manual runs need no flags)";
       ok = lib.all (k: lib.hasInfix k cfg.environment.etc."nodeprep/config.yaml".text) [
         "library: \"/run/opengl-driver/lib/libnvidia-ml.so.1\""
+        "cudaLib: \"/run/opengl-driver/lib/libcuda.so.1\""
         "vulkanLoader: \"/nix/store/"
         "eglLib: \"/nix/store/"
       ];

@@ -112,6 +112,7 @@ let
     vulkanLoader = "${lib.getLib cfg.vulkanLoader}/lib/libvulkan.so.1";
     eglLib = "${lib.getLib cfg.libglvnd}/lib/libEGL.so.1";
     nvmlLib = "${pkgs.addDriverRunpath.driverLink}/lib/libnvidia-ml.so.1";
+    cudaLib = "${pkgs.addDriverRunpath.driverLink}/lib/libcuda.so.1";
     configFile = "/etc/nodeprep/config.yaml";
     nodeReport = cfg.health.reportToNode;
     nodeKubeconfig = cfg.health.kubeconfig;

@@ -36,6 +36,7 @@ let
     "--vulkan-loader=${vulkanLoader}"
     "--egl-lib=${eglLib}"
     "--nvml-lib=/run/opengl-driver/lib/libnvidia-ml.so.1"
+    "--cuda-lib=/run/opengl-driver/lib/libcuda.so.1"
   ];
 
   # health gets up's arguments for the same node, after its own name.
@@ -122,6 +123,8 @@ let
             - "nvidia.com/gpu=present:NoSchedule"
         nvml:
           library: "/run/opengl-driver/lib/libnvidia-ml.so.1"
+        selftest:
+          cudaLib: "/run/opengl-driver/lib/libcuda.so.1"
         up:
           onSelftestFailure: "block"
       '';
@@ -156,6 +159,7 @@ let
         ];
         cdi.glvndDirs = [ "${store}-libglvnd-1.7.0/lib" ];
         nvml.library = "/run/opengl-driver/lib/libnvidia-ml.so.1";
+        selftest.cudaLib = "/run/opengl-driver/lib/libcuda.so.1";
         selftest.vulkanLoader = vulkanLoader;
         selftest.eglLib = eglLib;
         join = {
@@ -319,6 +323,7 @@ let
         // {
           settings = {
             selftest.vulkanLoader = "/opt/libvulkan.so.1";
+            selftest.cudaLib = "/opt/libcuda.so.1";
             nvml.library = "/opt/libnvidia-ml.so.1";
           };
           extraArgs = [ "-v" ];

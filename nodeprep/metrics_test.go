@@ -26,6 +26,8 @@ func expfmtGauges(t testing.TB, families []gaugeFamily) []byte {
 			m := &dto.Metric{Gauge: &dto.Gauge{Value: proto.Float64(s.value)}}
 			if s.stage != "" {
 				m.Label = []*dto.LabelPair{{Name: proto.String("stage"), Value: proto.String(s.stage)}}
+			} else if s.uuid != "" {
+				m.Label = []*dto.LabelPair{{Name: proto.String("uuid"), Value: proto.String(s.uuid)}}
 			}
 			mf.Metric = append(mf.Metric, m)
 		}

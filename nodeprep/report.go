@@ -137,5 +137,19 @@ func vulkanMatched(rep *selftest.Report) int {
 	return n
 }
 
+// cudaMatched counts the GPUs of the self-test's report whose CUDA device
+// passed the CUDA probe (0 for no report, or no CUDA probe).
+func cudaMatched(rep *selftest.Report) int {
+	n := 0
+	if rep != nil {
+		for _, m := range rep.Matches {
+			if m.CUDA {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

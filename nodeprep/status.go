@@ -318,6 +318,8 @@ func CheckOutputs(outputs ...Output) error {
 //	nodeprep_last_run_timestamp_seconds          when the run ended (Unix time)
 //	nodeprep_ready                               1 ready, 0 not (tainted counts as ready)
 //	nodeprep_selftest_adapters_matched           GPUs matched to a working Vulkan adapter
+//	nodeprep_selftest_cuda_matched               GPUs matched to a CUDA device that passed the CUDA probe
+//	nodeprep_selftest_gpu_cuda_ok{uuid}          1 when that GPU's CUDA device passed, 0 when not (or not probed)
 //	nodeprep_stage_duration_seconds{stage}       each stage's wall time
 //	nodeprep_stage_ok{stage}                     1 ok or warning, 0 failed or skipped
 //	                                             (and 0 for a self-test that failed under policy taint)
@@ -352,6 +354,8 @@ func Metrics(r *Report, now time.Time) ([]byte, error) {
 		{"nodeprep_last_run_timestamp_seconds", "Unix time the last nodeprep up ended.", one(float64(now.Unix()))},
 		{"nodeprep_ready", "1 when the last nodeprep up declared the node ready to join.", one(b2f(r.Ready))},
 		{"nodeprep_selftest_adapters_matched", "GPUs matched by UUID to a Vulkan adapter whose compute dispatch verified.", one(float64(vulkanMatched(r.Selftest)))},
+		{"nodeprep_selftest_cuda_matched", "GPUs matched by UUID to a CUDA device whose memory round trip and PTX kernel verified.", one(float64(cudaMatched(r.Selftest)))},
+		{"nodeprep_selftest_gpu_cuda_ok", "1 when the GPU's CUDA device (by UUID) passed the CUDA probe in the last run; 0 when it failed or was not probed.", cudaPerGPU(r)},
 		{"nodeprep_stage_duration_seconds", "Wall time of each stage of the last nodeprep up.", dur},
 		{"nodeprep_stage_ok", "1 when the stage passed (ok or warning) in the last nodeprep up; 0 when it failed or was skipped, and for a self-test that failed under policy taint.", ok},
 		{"nodeprep_tainted", "1 when the node joined with the nodeprep.dev/gpu-unhealthy taint.", one(b2f(r.Tainted))},
@@ -370,6 +374,8 @@ var MetricLabels = map[string][]string{
 	"nodeprep_last_run_timestamp_seconds": nil,
 	"nodeprep_ready":                      nil,
 	"nodeprep_selftest_adapters_matched":  nil,
+	"nodeprep_selftest_cuda_matched":      nil,
+	"nodeprep_selftest_gpu_cuda_ok":       {"uuid"},
 	"nodeprep_stage_duration_seconds":     {"stage"},
 	"nodeprep_stage_ok":                   {"stage"},
 	"nodeprep_tainted":                    nil,
@@ -381,10 +387,32 @@ type gaugeFamily struct {
 	samples    []sample
 }
 
-// sample is one gauge value, with a stage label when stage is set.
+// sample is one gauge value, with a stage label when stage is set, or a
+// uuid label when uuid is.
 type sample struct {
 	stage string
+	uuid  string
 	value float64
+}
+
+// cudaPerGPU is one sample per inventory GPU, labelled with its UUID, in
+// inventory order: 1 when its CUDA device passed (selftest.Match.CUDA).
+func cudaPerGPU(r *Report) []sample {
+	if r.Inventory == nil {
+		return nil
+	}
+	var out []sample
+	for _, g := range r.Inventory.GPUs {
+		ok := false
+		if r.Selftest != nil {
+			for _, m := range r.Selftest.Matches {
+				ok = ok || m.UUID == g.UUID && m.CUDA
+			}
+		}
+		out = append(out, sample{uuid: g.UUID, value: b2f(ok)})
+	}
+	slices.SortFunc(out, func(a, b sample) int { return strings.Compare(a.uuid, b.uuid) })
+	return out
 }
 
 // writeGauges writes families in the Prometheus text exposition format
@@ -406,6 +434,10 @@ func writeGauges(buf *bytes.Buffer, families []gaugeFamily) {
 			if s.stage != "" {
 				buf.WriteString(`{stage="`)
 				buf.WriteString(label.Replace(s.stage))
+				buf.WriteString(`"}`)
+			} else if s.uuid != "" {
+				buf.WriteString(`{uuid="`)
+				buf.WriteString(label.Replace(s.uuid))
 				buf.WriteString(`"}`)
 			}
 			buf.WriteByte(' ')

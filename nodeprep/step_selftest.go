@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/nodepolicy"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
@@ -65,6 +66,7 @@ func (e *env) selftest(ctx context.Context, st *StageResult) error {
 	if rep.StandIn {
 		st.Summary += " (CPU stand-in for simulated GPUs)"
 	}
+	st.Summary += cudaSummary(rep, len(e.inv.GPUs))
 	failure := rep.Err()
 	for _, r := range rep.Reasons {
 		st.Reasons = append(st.Reasons, r.String())
@@ -103,4 +105,23 @@ func (e *env) selftest(ctx context.Context, st *StageResult) error {
 		return nil
 	}
 	return failure // marked by selftest's and the container self-test's Report.Err: 69 for a missing library or runtime, else 1
+}
+
+// cudaSummary is the CUDA probe's part of the self-test stage's summary:
+// "; CUDA 12.4: 8/8 GPUs verified", or why CUDA was not probed where
+// that does not fail the stage (no libcuda with --simulate); "" when the
+// CUDA probe did not run.
+func cudaSummary(rep *selftest.Report, gpus int) string {
+	c := rep.CUDA
+	switch {
+	case c == nil:
+		return ""
+	case (c.Stage == cudaprobe.StageLoad || c.Stage == cudaprobe.StageSym) && !rep.RequireCUDA:
+		return "; CUDA not probed (" + c.Library + " cannot be opened; not required here)"
+	}
+	v := ""
+	if c.DriverVersion != "" {
+		v = " " + c.DriverVersion
+	}
+	return fmt.Sprintf("; CUDA%s: %d/%d GPUs verified", v, cudaMatched(rep), gpus)
 }

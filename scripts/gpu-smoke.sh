@@ -11,9 +11,15 @@
 # VK_DRIVER_FILES=/run/opengl-driver/share/vulkan/icd.d/nvidia_icd.x86_64.json
 # LD_LIBRARY_PATH=/run/opengl-driver/lib). Extra selftest flags go in
 # SELFTEST_ARGS (e.g. "--vulkan-loader /nix/store/...-vulkan-loader/lib/libvulkan.so.1").
+# The self-test runs the CUDA probe too (libcuda.so.1 by the dynamic
+# linker's search, or CUDA_LIB, e.g. /run/opengl-driver/lib/libcuda.so.1,
+# passed as --cuda-lib): cuInit, every GPU's context, memory round trip
+# and PTX kernel.
 #
 # OUTDIR gets inspect.json, inspect.stderr, inspect.exit, selftest.json,
-# selftest.stderr, selftest.exit and env.txt (the driver variables used).
+# selftest.stderr, selftest.exit, cuda.json (the self-test's CUDA report
+# and per-GPU matches, when jq is installed) and env.txt (the driver
+# variables used, and the fabric manager's state from nvidia-smi).
 # The script exits 0 when both commands ran (whatever their verdict) and
 # prints the two exit codes; a missing binary exits 2.
 set -uo pipefail
@@ -37,6 +43,9 @@ mkdir -p "$out" || exit 2
     if [ -n "${!v:-}" ]; then echo "$v=${!v}"; else echo "$v (unset)"; fi
   done
   command -v nvidia-smi >/dev/null && nvidia-smi -L 2>&1 | sed 's/^/nvidia-smi: /'
+  # The fabric manager's registration, which CUDA (not NVML) waits for.
+  command -v nvidia-smi >/dev/null && nvidia-smi -q 2>&1 | grep -A2 Fabric | sed 's/^/nvidia-smi fabric: /'
+  ls -l /dev/nvidia-uvm /dev/nvidia-uvm-tools 2>&1 | sed 's/^/uvm: /'
 } >"$out/env.txt"
 
 run() { # name, then the command
@@ -48,6 +57,12 @@ run() { # name, then the command
 }
 
 run inspect "$bin" -o json inspect
+cuda_args=()
+if [ -n "${CUDA_LIB:-}" ]; then cuda_args=(--cuda-lib "$CUDA_LIB"); fi
 # shellcheck disable=SC2086 # SELFTEST_ARGS is a list of flags
-run selftest "$bin" -o json selftest ${SELFTEST_ARGS:-}
+run selftest "$bin" -o json selftest "${cuda_args[@]}" ${SELFTEST_ARGS:-}
+if command -v jq >/dev/null; then
+  jq '{cuda, matches: [.matches[] | {gpu, uuid, cuda, cudaDevice}]}' "$out/selftest.json" >"$out/cuda.json" 2>/dev/null &&
+    jq -r '.cuda // empty | "cuda      \(.stage // "ok") cuInit \(.initMs) ms, devices \(.devicesMs) ms: \([.devices[] | select(.memory and .kernel)] | length)/\(.count) verified"' "$out/selftest.json"
+fi
 exit 0

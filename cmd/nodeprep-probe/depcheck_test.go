@@ -22,7 +22,8 @@ func TestLean(t *testing.T) {
 	allowed := []string{
 		mod + "nodeprep/child/serve", mod + "nodeprep/child", mod + "nodeprep/fault",
 		mod + "nodeprep/gpu", mod + "nodeprep/selftest", mod + "nodeprep/manifest",
-		mod + "nodeprep/bounded", // std only: the self-test reads loader manifests through it
+		mod + "nodeprep/bounded",   // std only: the self-test reads loader manifests through it
+		mod + "nodeprep/cudaprobe", // the CUDA probe child (std, child, gpu)
 		mod + "cmd/nodeprep-probe",
 		"github.com/NVIDIA/go-nvml/", // the NVML child
 		"github.com/google/uuid",     // go-nvml's simulated servers

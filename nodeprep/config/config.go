@@ -144,6 +144,13 @@ type SelftestConfig struct {
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// RequireEGL makes an EGL failure fail the self-test (nil: true).
 	RequireEGL *bool `yaml:"requireEGL" json:"requireEGL"`
+	// CUDALib is the CUDA driver library the CUDA probe opens (default
+	// libcuda.so.1; the NixOS module sets /run/opengl-driver/lib/libcuda.so.1).
+	CUDALib string `yaml:"cudaLib" json:"cudaLib"`
+	// RequireCUDA decides which CUDA failures fail the self-test
+	// (selftest.WithCUDA): nil (the default) all of them, except a libcuda
+	// that cannot be opened with --simulate; true all; false none.
+	RequireCUDA *bool `yaml:"requireCUDA" json:"requireCUDA"`
 	// AllowCPUAdapter lets a CPU adapter stand in for each simulated GPU
 	// (only with --simulate).
 	AllowCPUAdapter bool `yaml:"allowCPUAdapter" json:"allowCPUAdapter"`
@@ -222,6 +229,7 @@ func Default(arch string) Config {
 		Selftest: SelftestConfig{
 			VulkanLoader: selftest.DefaultVulkanLoader,
 			EGLLib:       selftest.DefaultEGLLibrary,
+			CUDALib:      selftest.DefaultCUDALibrary,
 			Timeout:      selftest.DefaultTimeout,
 			RequireEGL:   yes(),
 		},

@@ -17,6 +17,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -166,15 +167,23 @@ func runPod(t *testing.T, c *upstream.ContainerdInstance, g gpu.GPU, handler, st
 	_, icdPaths := selftest.ICDSearch(nil)
 	sub = append(sub,
 		selftest.ProbeRequest{API: selftest.APIVulkan, Library: "libvulkan.so.1", ICDPaths: icdPaths, ICDDefaultSearch: true},
-		selftest.ProbeRequest{API: selftest.APIEGL, Library: "libEGL.so.1"})
+		selftest.ProbeRequest{API: selftest.APIEGL, Library: "libEGL.so.1"},
+		selftest.ProbeRequest{API: selftest.API(cudaprobe.API), Library: selftest.DefaultCUDALibrary})
 	var vk selftest.ProbeResult[selftest.VulkanReport]
 	var egl selftest.ProbeResult[selftest.EGLReport]
+	var cuda selftest.ProbeResult[cudaprobe.Report]
 	for _, req := range sub {
 		line, why := runProbe(t, c, podID, podFile, logs, g, string(req.API), strategy, req)
 		if why != "" {
 			return "fails: " + reason(why, root)
 		}
 		switch req.API {
+		case selftest.API(cudaprobe.API):
+			rep, err := cudaprobe.Decode(line)
+			if err != nil {
+				t.Fatalf("the CUDA probe's report: %v", err)
+			}
+			cuda.Report = rep
 		case selftest.APIVulkan:
 			rep, err := selftest.DecodeVulkanReport(line)
 			if err != nil {
@@ -191,6 +200,10 @@ func runPod(t *testing.T, c *upstream.ContainerdInstance, g gpu.GPU, handler, st
 	}
 	one := &gpu.Inventory{Simulated: true, Server: "dgx-h200", GPUs: []gpu.GPU{g}}
 	rep := selftest.Evaluate(one, vk, egl, selftest.Policy{RequireEGL: true, AllowCPUAdapter: true, Hints: selftest.Hints{ICDPaths: icdPaths}})
+	// A cell works only when CUDA does too: the fake libcuda from the
+	// driver's folder, its devices and UVM nodes from the spec.
+	required := true
+	selftest.ApplyCUDA(rep, one, cuda, &required)
 	if rep.Passed {
 		// The workload's own proof: real wgpu in the same pod.
 		if why := runWgpu(t, c, podID, podFile, logs, g, strategy); why != "" {
@@ -323,6 +336,15 @@ func mesaHost(t *testing.T, h setup, tkDir, icdManifest, eglManifest string) str
 		t.Fatal(err)
 	}
 	copyFile(t, nvml, root+nvStore+"/lib/libnvidia-ml.so.550.54.15")
+	// The CUDA driver: the fake libcuda (the dgx-h200's UUIDs, the devices
+	// whose nodes the container has) and its JIT compiler, in place of the
+	// tree's stand-ins, for the generator to find and the pods to load.
+	cudaLib, _, err := fakedriver.Build(t.TempDir(), fakedriver.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, cudaLib, root+nvStore+"/lib/libcuda.so.550.54.15")
+	copyFile(t, filepath.Join(filepath.Dir(cudaLib), "libnvidia-ptxjitcompiler.so.1"), root+nvStore+"/lib/libnvidia-ptxjitcompiler.so.550.54.15")
 	copyFile(t, "/sbin/ldconfig", root+ldconfig)
 	for _, p := range []string{"nvidia-ctk", "nvidia-cdi-hook"} {
 		matches, _ := filepath.Glob(filepath.Join(root, "nix/store/*-nvidia-container-toolkit-*", "bin", p))
@@ -556,9 +578,12 @@ as the NVIDIA device plugin hands it over for each ` + "`deviceListStrategy`" + 
 runtime handler a k3s node has (runc with containerd's own CDI injection, ` + "`nvidia`" + ` and
 ` + "`nvidia-cdi`" + `, the toolkit's nvidia-container-runtime and nvidia-container-runtime.cdi with their
 default config). The node's driver is Mesa standing in for NVIDIA's (lavapipe as the Vulkan ICD's
-library, Mesa EGL as the EGL vendor's), so "works" means: nodeprep's self-test probe in the pod
-found the Vulkan ICD and the EGL vendor through what the runtime gave the container and ran its
-compute dispatch, and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-core 29) ran
+library, Mesa EGL as the EGL vendor's, and a fake ` + "`libcuda.so.1`" + ` built from C, with its
+` + "`libnvidia-ptxjitcompiler`" + `, as the driver's CUDA library), so "works" means: nodeprep's self-test
+probe in the pod found the Vulkan ICD and the EGL vendor through what the runtime gave the container
+and ran its compute dispatch; its CUDA probe loaded libcuda by its soname, found the GPU by
+UUID through the device nodes the runtime gave (the UVM ones included), and ran its PTX kernel
+through the JIT compiler; and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-core 29) ran
 ` + "`testdata/wgpu-oracle/probe.js`" + ` in a second container of the pod on wgpu's Vulkan backend
 (an adapter, a device, a verified dispatch; [wgpu-oracle.md](wgpu-oracle.md)). Regenerate with ` + "`go test ./nodeprep/podpath -run TestRealPodPath -update`" + `
 (as root, after ` + "`make rootfs tools`" + `).
@@ -609,6 +634,7 @@ compute dispatch, and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-core 29)
 			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
 			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
 			"spec nodeprep patched."},
+		{"libcuda.so.1: cannot open shared object file", "1.17 on every handler: the CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime opens it. The 1.17 spec mounts `libcuda.so.550.54.15` (and links `libcuda.so` to `libcuda.so.1`) and leaves the soname to its update-ldcache hook's ldconfig, which here makes no `libcuda.so.1`; 1.20's hook creates the soname links itself. Vulkan and EGL name their libraries by path and work."},
 	}
 	first := true
 	for _, n := range notes {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
@@ -18,7 +19,11 @@ const childEnv = "NODEPREP_SELFTEST_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
-		if err := ServeProbeOnPipe(os.Args[1:], child.ChildReport()); err != nil {
+		serve := ServeProbeOnPipe
+		if len(os.Args) == 2 && cudaprobe.IsRequest(os.Args[1]) {
+			serve = func(reqs []string, f *os.File) error { return cudaprobe.ServeOnPipe(reqs[0], f) }
+		}
+		if err := serve(os.Args[1:], child.ChildReport()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}

@@ -17,15 +17,17 @@ import (
 	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 )
 
 // Defaults of the options.
 const (
-	DefaultVulkanLoader = "libvulkan.so.1" // the loader's soname, found by the dynamic linker
-	DefaultEGLLibrary   = "libEGL.so.1"    // glvnd's libEGL soname
-	DefaultTimeout      = 30 * time.Second // how long each probe child may run
+	DefaultVulkanLoader = "libvulkan.so.1"         // the loader's soname, found by the dynamic linker
+	DefaultEGLLibrary   = "libEGL.so.1"            // glvnd's libEGL soname
+	DefaultCUDALibrary  = cudaprobe.DefaultLibrary // libcuda.so.1, the CUDA driver library (WithCUDA)
+	DefaultTimeout      = 30 * time.Second         // how long each probe child may run
 )
 
 // Errors.
@@ -56,6 +58,10 @@ type options struct {
 	prepareCache    func(create bool) string
 	noCacheCreation bool
 	log             *slog.Logger
+	// cudaLib is the CUDA driver library the CUDA probe opens ("": the
+	// probe does not run); requireCUDA is WithCUDA's require.
+	cudaLib     string
+	requireCUDA *bool
 }
 
 // Option configures Run.
@@ -148,6 +154,18 @@ func WithShaderCacheCreation(create bool) Option {
 // (Requirements.Check): an unknown name is reported as unmet.
 func WithRequirements(q Requirements) Option { return func(o *options) { o.require = q } }
 
+// WithCUDA runs the CUDA probe (nodeprep/cudaprobe) too, in a child of
+// its own at the same time as the Vulkan and EGL probes, opening lib
+// (cudaprobe.DefaultLibrary, or a path); "" (the default) leaves it out.
+// require decides what fails: nil (the default policy) makes every CUDA
+// failure fail the self-test, except, on a simulated inventory, a library
+// that cannot be opened, which is then a warning (a machine without an
+// NVIDIA driver can still run `--simulate`); true makes that fail too,
+// false makes every CUDA failure a warning (a node that runs no CUDA).
+func WithCUDA(lib string, require *bool) Option {
+	return func(o *options) { o.cudaLib, o.requireCUDA = lib, require }
+}
+
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
@@ -182,6 +200,7 @@ type Probes struct {
 	done   chan struct{}      // closed when both children have ended
 	vk     ProbeResult[VulkanReport]
 	egl    ProbeResult[EGLReport]
+	cuda   ProbeResult[cudaprobe.Report] // when o.cudaLib is set
 }
 
 // Start starts the Vulkan and the EGL probe children at the same time,
@@ -216,7 +235,20 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	}
 	go func() {
 		defer close(p.done)
+		// CUDA in a child of its own beside the other two: cuInit alone
+		// can take seconds on an 8-GPU server.
+		var cudaDone chan struct{}
+		if p.o.cudaLib != "" {
+			cudaDone = make(chan struct{})
+			go func() {
+				defer close(cudaDone)
+				p.cuda = probeChild(ctx, &p.o, ProbeRequest{API: API(cudaprobe.API), Library: p.o.cudaLib}, cudaprobe.Decode)
+			}()
+		}
 		p.vk, p.egl = runProbes(ctx, &p.o, vkReq, eglReq)
+		if cudaDone != nil {
+			<-cudaDone
+		}
 		p.ended = time.Now()
 	}()
 	return p, nil
@@ -245,6 +277,9 @@ func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	evaluated := time.Now()
 	o := &p.o
 	r := Evaluate(inv, p.vk, p.egl, Policy{RequireEGL: o.requireEGL, AllowCPUAdapter: o.allowCPU, Hints: p.hints, Require: o.require})
+	if o.cudaLib != "" {
+		ApplyCUDA(r, inv, p.cuda, o.requireCUDA)
+	}
 	// A child that printed no report still had a library to open.
 	if r.Vulkan.Loader == "" {
 		r.Vulkan.Loader = o.loader
@@ -562,7 +597,7 @@ func splitList(s string) []string {
 
 // Err returns nil when the self-test passed; otherwise an error wrapping
 // ErrFailed whose message lists the reasons, marked fault.ErrCheckFailed,
-// or, when the Vulkan loader (or a required libEGL) could not be opened,
+// or, when the Vulkan loader (or a required libEGL or libcuda) could not be opened,
 // wrapping ErrLibraryNotFound and marked fault.ErrUnavailable.
 func (r *Report) Err() error {
 	if r.Passed {
@@ -572,7 +607,7 @@ func (r *Report) Err() error {
 	missing := false
 	for _, x := range r.Reasons {
 		msgs = append(msgs, x.Message)
-		if x.Kind == ReasonLoaderNotFound || x.Kind == ReasonEGLNotFound {
+		if x.Kind == ReasonLoaderNotFound || x.Kind == ReasonEGLNotFound || x.Kind == ReasonCUDANotFound {
 			missing = true
 		}
 	}

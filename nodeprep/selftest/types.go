@@ -1,5 +1,7 @@
 package selftest
 
+import "github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
+
 // VendorNVIDIA is NVIDIA's PCI vendor id, the only vendor whose adapters can
 // satisfy a GPU (FIELD-REPORTS F12).
 const VendorNVIDIA = 0x10de
@@ -296,6 +298,11 @@ type Report struct {
 	// Vulkan and EGL are the two probes' reports.
 	Vulkan VulkanReport `json:"vulkan" yaml:"vulkan"`
 	EGL    EGLReport    `json:"egl" yaml:"egl"` // the EGL probe's report
+	// RequireCUDA says whether a CUDA library that cannot be opened fails
+	// the self-test (WithCUDA); CUDA is nil when the CUDA probe did not
+	// run (it runs only with WithCUDA) or its child printed no report.
+	RequireCUDA bool              `json:"requireCUDA" yaml:"requireCUDA"`
+	CUDA        *cudaprobe.Report `json:"cuda,omitempty" yaml:"cuda,omitempty"` // the CUDA probe's report
 	// Matches has one entry per inventory GPU, in inventory order.
 	Matches []Match `json:"matches" yaml:"matches"`
 	// DurationMS is the whole self-test in milliseconds: the children,
@@ -328,6 +335,12 @@ type Match struct {
 	EGL bool `json:"egl" yaml:"egl"`
 	// StandIn is true when a CPU adapter / Mesa EGL device stood in.
 	StandIn bool `json:"standIn,omitempty" yaml:"standIn,omitempty"`
+	// CUDADevice is the ordinal of the CUDA device with the GPU's UUID;
+	// nil when none has it or the CUDA probe did not run.
+	CUDADevice *int `json:"cudaDevice,omitempty" yaml:"cudaDevice,omitempty"`
+	// CUDA is true when that device's memory round trip and kernel
+	// verified (cudaprobe.Device.OK).
+	CUDA bool `json:"cuda" yaml:"cuda"`
 }
 
 // ReasonKind classifies a failure so that callers can branch on it.
@@ -352,6 +365,11 @@ const (
 	ReasonEGLMissingDevice   ReasonKind = "egl-missing-device"  // no NVIDIA EGL device for a GPU
 	ReasonNoGPUs             ReasonKind = "no-gpus"             // the inventory has no GPU to test
 	ReasonRequirements       ReasonKind = "requirements"        // an adapter lacks a required wgpu limit or feature
+	// The CUDA probe's kinds (cudaprobe.Kind*).
+	ReasonCUDANotFound      ReasonKind = cudaprobe.KindNotFound      // libcuda could not be opened
+	ReasonCUDAInitFailed    ReasonKind = cudaprobe.KindInitFailed    // cuInit or cuDeviceGetCount failed
+	ReasonCUDAMissingDevice ReasonKind = cudaprobe.KindMissingDevice // no CUDA device with a GPU's UUID
+	ReasonCUDAFailed        ReasonKind = cudaprobe.KindFailed        // a device's context, memory or kernel failed
 )
 
 // Reason is one failure.

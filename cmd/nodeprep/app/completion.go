@@ -28,7 +28,7 @@ func flagValues() map[string][]string {
 var (
 	fileFlags = map[string][]string{
 		"config": {"yaml", "yml"}, "spec": {"json", "yaml"}, "k3s-config": {"yaml", "yml"},
-		"nvml-lib": nil, "vulkan-loader": nil, "egl-lib": nil, "oci-runtime": nil,
+		"nvml-lib": nil, "vulkan-loader": nil, "egl-lib": nil, "cuda-lib": nil, "oci-runtime": nil,
 		"status-file": {"json"}, "metrics-file": {"prom"}, "k3s-env-file": nil,
 	}
 	dirFlags = []string{"root", "driver-root", "glvnd-dir", "rootfs", "spec-dir", "k3s-data-dir"}

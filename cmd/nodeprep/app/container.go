@@ -99,7 +99,11 @@ func (c *containerFlags) options(g *globals, f *pflag.FlagSet, st *selftestFlags
 		Timeout:         flagOr(f, "timeout", st.timeout, timeout),
 		EGLOptional:     !flagOr(f, "require-egl", st.requireEGL, requireEGL),
 		AllowCPUAdapter: simulated && flagOr(f, "allow-cpu-adapter", st.allowCPUAdapter, cfg.AllowCPUAdapter),
-		Log:             g.log,
+		// The container's libcuda is the spec's, found by its soname
+		// (the spec's linker cache), whatever path the host's is at.
+		CUDALibrary: selftest.DefaultCUDALibrary,
+		RequireCUDA: st.cudaRequirement(g, f),
+		Log:         g.log,
 	}, true, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child/serve"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -25,6 +26,8 @@ type selftestFlags struct {
 	timeout         time.Duration
 	allowCPUAdapter bool
 	requireEGL      bool
+	cudaLib         string
+	requireCUDA     bool
 }
 
 type selftestOptions struct {
@@ -39,6 +42,18 @@ func (o *selftestFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&o.timeout, "timeout", selftest.DefaultTimeout, "how long each probe child may run before it is killed")
 	f.BoolVar(&o.allowCPUAdapter, "allow-cpu-adapter", false, "let a CPU adapter (lavapipe) and Mesa's EGL device stand in for simulated GPUs (needs --simulate)")
 	f.BoolVar(&o.requireEGL, "require-egl", true, "fail when EGL fails (false: report EGL only)")
+	f.StringVar(&o.cudaLib, "cuda-lib", selftest.DefaultCUDALibrary, "CUDA driver library to dlopen for the CUDA probe (a path, or a name for the dynamic linker's search)")
+	f.BoolVar(&o.requireCUDA, "require-cuda", true, "fail when the CUDA probe fails (default: yes, except that with --simulate a libcuda that cannot be opened is a warning; false: report CUDA only)")
+}
+
+// cudaRequirement is --require-cuda over selftest.requireCUDA: nil when
+// neither is set (selftest.WithCUDA's default policy).
+func (o *selftestFlags) cudaRequirement(g *globals, f *pflag.FlagSet) *bool {
+	if f.Changed("require-cuda") {
+		v := o.requireCUDA
+		return &v
+	}
+	return g.cfg.Selftest.RequireCUDA
 }
 
 // options resolves the flags over the config file into the self-test's
@@ -76,6 +91,7 @@ func (o *selftestFlags) options(g *globals, f *pflag.FlagSet, simulated bool) ([
 		selftest.WithRequireEGL(requireEGL),
 		selftest.WithAllowCPUAdapter(allowCPU),
 		selftest.WithRequirements(cfg.Requirements()),
+		selftest.WithCUDA(flagOr(f, "cuda-lib", o.cudaLib, cfg.CUDALib), o.cudaRequirement(g, f)),
 		selftest.WithLogger(g.log),
 		selftest.WithShaderCache(func(create bool) string { return shaderCacheDir(g, create) }),
 	}, nil
@@ -93,6 +109,15 @@ Each GPU needs exactly one NVIDIA (0x10de) discrete or integrated adapter with
 its UUID whose dispatch verifies; CPU adapters such as llvmpipe never count,
 except with --simulate and --allow-cpu-adapter, where one stands in.
 
+It also runs the CUDA probe in a child of its own at the same time: it opens
+--cuda-lib (libcuda.so.1), calls cuInit, and on every device at once makes a
+context, checks a memory round trip and runs a PTX kernel through the
+driver's JIT compiler; each GPU needs the CUDA device with its UUID to pass.
+Failures are named by their CUDA result with the fix (802: the fabric
+manager; 100/999 without /dev/nvidia-uvm: the UVM module and the spec).
+With --simulate a libcuda that cannot be opened is a warning unless
+--require-cuda; --require-cuda=false makes every CUDA failure a warning.
+
 With --container --rootfs DIR it then runs the same probe inside an OCI
 container (runc, else crun) started from DIR with the CDI spec's devices
 injected by the CDI library, as containerd does for a pod: proof that the
@@ -104,8 +129,8 @@ GPU, scripts/make-lavapipe-host.sh ROOT UUID... builds a host tree whose
 --allow-cpu-adapter; it has no EGL vendor library, so add --require-egl=false.
 What was adapted to run on a host tree is one note per container; -v lists it.
 
-Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL),
-or for --container the OCI runtime or rootfs, is unavailable.`,
+Exit status: 0 passed, 1 failed, 69 the Vulkan loader (or a required libEGL
+or libcuda), or for --container the OCI runtime or rootfs, is unavailable.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSelftest(cmd, g, &o)
@@ -243,13 +268,42 @@ func writeSelftestText(w io.Writer, r *selftest.Report) error {
 		}
 		ew.printf("\n")
 	}
+	// CUDA counts for a GPU's mark unless its library could not be opened
+	// and is not required (--simulate without a libcuda).
+	cudaCounts := false
+	if c := r.CUDA; c != nil {
+		cudaCounts = r.RequireCUDA || (c.Stage != cudaprobe.StageLoad && c.Stage != cudaprobe.StageSym)
+		ew.printf("CUDA (%s", c.Library)
+		if c.DriverVersion != "" {
+			ew.printf(", CUDA %s", c.DriverVersion)
+		}
+		ew.printf(", cuInit %.1f ms)\n", c.InitMS)
+		if c.Stage != "" {
+			ew.printf("  ✗ %s: %s\n", c.Stage, selftestOr(strings.TrimSpace(c.Result+" "+c.Error), "failed"))
+		}
+		for _, d := range c.Devices {
+			ew.printf("  %s device %d %s %s", mark(d.OK()), d.Ordinal, d.Name, selftestOr(d.UUID, "no UUID"))
+			switch {
+			case d.OK():
+				ew.printf("  memory and PTX kernel verified in %.1f ms", d.Timings.TotalMS)
+			case d.Step != "":
+				ew.printf("  %s failed: %s", d.Step, selftestOr(d.Result, d.Error))
+			case d.Wrong > 0:
+				ew.printf("  kernel wrong: %s", d.FirstWrong)
+			}
+			ew.printf("\n")
+		}
+	}
 	ew.printf("GPUs\n")
 	for _, m := range r.Matches {
-		ew.printf("  %s GPU %d %s %s  Vulkan %s", mark(m.Vulkan && (m.EGL || !r.RequireEGL)), m.GPU, m.Name, m.UUID, mark(m.Vulkan))
+		ew.printf("  %s GPU %d %s %s  Vulkan %s", mark(m.Vulkan && (m.EGL || !r.RequireEGL) && (m.CUDA || !cudaCounts)), m.GPU, m.Name, m.UUID, mark(m.Vulkan))
 		if m.AdapterName != "" {
 			ew.printf(" (%s)", m.AdapterName)
 		}
 		ew.printf("  EGL %s", mark(m.EGL))
+		if r.CUDA != nil {
+			ew.printf("  CUDA %s", mark(m.CUDA))
+		}
 		if m.StandIn {
 			ew.printf("  stand-in")
 		}

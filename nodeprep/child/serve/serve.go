@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/nodeprep/nodeprep/nodeprep/child"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
@@ -22,7 +23,8 @@ import (
 // The child commands: the first argument of a child's command line.
 const (
 	// Probe runs adapter probes (selftest.ServeProbeOnPipe, or
-	// selftest.ServeProbe for one request on stdout).
+	// selftest.ServeProbe for one request on stdout), or the CUDA probe
+	// for a request whose api is cudaprobe.API (one request a child).
 	Probe = "__probe"
 	// Inventory reads NVML (gpu.ServeInventory), on the report pipe only.
 	Inventory = "__inventory"
@@ -99,6 +101,9 @@ func Serve(a Args, stdout io.Writer) error {
 		if len(a.Requests) == 0 {
 			return fault.Usage(errors.New("requires at least 1 request"))
 		}
+		if cudaprobe.IsRequest(a.Requests[0]) {
+			return serveCUDA(a, stdout)
+		}
 		var err error
 		if a.ReportPipe {
 			err = selftest.ServeProbeOnPipe(a.Requests, child.ChildReport())
@@ -121,4 +126,22 @@ func Serve(a Args, stdout io.Writer) error {
 		return gpu.ServeInventory(a.Requests[0], child.ChildReport())
 	}
 	return fault.Usage(fmt.Errorf("unknown child command %q: want %s or %s", a.Command, Probe, Inventory))
+}
+
+// serveCUDA serves a CUDA probe request (cudaprobe): alone in its child,
+// as selftest runs each API in a child of its own.
+func serveCUDA(a Args, stdout io.Writer) error {
+	if len(a.Requests) != 1 {
+		return fault.Usage(errors.New("a CUDA probe request comes alone"))
+	}
+	var err error
+	if a.ReportPipe {
+		err = cudaprobe.ServeOnPipe(a.Requests[0], child.ChildReport())
+	} else {
+		err = cudaprobe.Serve(a.Requests[0], stdout, selftest.ReportPrefix)
+	}
+	if errors.Is(err, cudaprobe.ErrBadRequest) {
+		return fault.Usage(err)
+	}
+	return err
 }

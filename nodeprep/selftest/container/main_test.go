@@ -2,10 +2,12 @@ package container
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 )
 
@@ -44,7 +46,11 @@ func TestMain(m *testing.M) {
 		os.Args[1] = probeArg
 	}
 	if len(os.Args) == 3 && os.Args[1] == probeArg {
-		if err := selftest.ServeProbe(os.Args[2], os.Stdout); err != nil {
+		serve := selftest.ServeProbe
+		if cudaprobe.IsRequest(os.Args[2]) {
+			serve = func(req string, w io.Writer) error { return cudaprobe.Serve(req, w, selftest.ReportPrefix) }
+		}
+		if err := serve(os.Args[2], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
 		}

@@ -90,7 +90,7 @@ func (r *Report) Err() error {
 	for _, x := range r.Reasons {
 		msgs = append(msgs, string(x.Kind)+": "+x.Message)
 		switch x.Kind {
-		case ReasonRuntimeMissing, ReasonRootfsUnavailable, selftest.ReasonLoaderNotFound, selftest.ReasonEGLNotFound:
+		case ReasonRuntimeMissing, ReasonRootfsUnavailable, selftest.ReasonLoaderNotFound, selftest.ReasonEGLNotFound, selftest.ReasonCUDANotFound:
 			unavailable = true
 		}
 	}

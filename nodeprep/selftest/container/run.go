@@ -24,6 +24,7 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nodeprep/nodeprep/cdi"
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
@@ -71,6 +72,13 @@ type Options struct {
 	// VulkanLoader and EGLLibrary are dlopen'ed inside the container, from
 	// the image (defaults selftest.DefaultVulkanLoader, DefaultEGLLibrary).
 	VulkanLoader, EGLLibrary string
+	// CUDALibrary, when set, runs the CUDA probe (nodeprep/cudaprobe) in a
+	// third container beside the other two, dlopening it there: the
+	// command layer passes selftest.DefaultCUDALibrary, the soname the
+	// spec's mounts and linker cache must make resolvable. RequireCUDA is
+	// selftest.WithCUDA's require. Empty leaves CUDA out.
+	CUDALibrary string
+	RequireCUDA *bool
 	// Timeout bounds each probe container, from the runtime's start to its
 	// exit (default selftest.DefaultTimeout).
 	Timeout time.Duration
@@ -155,8 +163,10 @@ func checkRootfs(dir string) error {
 // Run runs the in-container self-test for the GPUs of inv on host: for each
 // device set (all GPUs, or one per GPU with PerGPU) it builds the OCI spec,
 // injects the GPUs' CDI devices from the spec's directory, and runs the
-// Vulkan and the EGL probe in two containers at the same time; each set's
-// two reports are evaluated with selftest.Evaluate over that set's GPUs.
+// Vulkan and the EGL probe (and, with CUDALibrary, the CUDA probe) in
+// containers of their own at the same time; each set's reports are
+// evaluated with selftest.Evaluate (and selftest.ApplyCUDA) over that
+// set's GPUs.
 //
 // A failed self-test, including a missing runtime or rootfs, an
 // unresolvable device or a missing mount source, is a Report with Passed
@@ -366,12 +376,28 @@ func (r *runner) probeSet(ctx context.Context, inv *gpu.Inventory, spec *rspec.S
 		c.fail(selftest.ReasonBadOutput, "%v", err)
 		return c
 	}
+	var cudaSpec *rspec.Spec
+	if r.o.CUDALibrary != "" {
+		if cudaSpec, err = r.probeSpec(spec, selftest.ProbeRequest{API: selftest.API(cudaprobe.API), Library: r.o.CUDALibrary}); err != nil {
+			c.fail(selftest.ReasonBadOutput, "%v", err)
+			return c
+		}
+	}
 	var (
 		wg              sync.WaitGroup
 		vk              selftest.ProbeResult[selftest.VulkanReport]
 		egl             selftest.ProbeResult[selftest.EGLReport]
+		cuda            selftest.ProbeResult[cudaprobe.Report]
 		vkSaid, eglSaid string
+		cudaSaid        string
 	)
+	if cudaSpec != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cuda, cudaSaid = probe(ctx, r, cudaSpec, selftest.API(cudaprobe.API), cudaprobe.Decode)
+		}()
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -383,6 +409,9 @@ func (r *runner) probeSet(ctx context.Context, inv *gpu.Inventory, spec *rspec.S
 	}()
 	wg.Wait()
 	c.Selftest = selftest.Evaluate(inv, vk, egl, selftest.Policy{RequireEGL: !r.o.EGLOptional, AllowCPUAdapter: r.o.AllowCPUAdapter, Hints: hints})
+	if cudaSpec != nil {
+		selftest.ApplyCUDA(c.Selftest, inv, cuda, r.o.RequireCUDA)
+	}
 	c.Selftest.DurationMS = msSince(start)
 	// A failing GPU's reason carries what the loader and the driver printed
 	// in the container ("unable to open libnvidia-glvkspirv.so…"): the
@@ -393,6 +422,9 @@ func (r *runner) probeSet(ctx context.Context, inv *gpu.Inventory, spec *rspec.S
 	}
 	if eglSaid != "" {
 		said = append(said, "libEGL and the driver said: "+eglSaid)
+	}
+	if cudaSaid != "" {
+		said = append(said, "libcuda said: "+cudaSaid)
 	}
 	if !c.Selftest.Passed && len(said) > 0 {
 		for i := range c.Selftest.Reasons {

@@ -1,7 +1,8 @@
 // Package fakedriver gives tests their drivers: Mesa's lavapipe and Mesa
 // EGL, the real stand-ins (Mesa), and small fake drivers built from C with
 // the cgo toolchain (gcc) for the fault tests and scripts/faults.sh
-// (Build): a Vulkan ICD, a glvnd EGL vendor library and an NVML, each
+// (Build): a Vulkan ICD, a glvnd EGL vendor library, an NVML and a CUDA
+// driver library (libcuda.so.1, its faults from FAKE_CUDA_FAULT), each
 // acting out the fault named by FAKE_FAULT in the child's environment
 // (hang, abort, segv, flood, daemon, message; csrc/fault.h) at the point
 // a real driver's would happen. With FAKE_ICD_WRAP naming a real ICD
@@ -73,16 +74,57 @@ const (
 	// conditions on a real Vulkan implementation. It needs the Vulkan
 	// headers (libvulkan-dev).
 	LvpWrap = "lvpwrap"
+	// CUDA is libcuda.so.1, the CUDA driver API for the simulated dgx-h200
+	// (its UUIDs; the devices whose /dev/nvidia<minor> exist), with a
+	// libnvidia-ptxjitcompiler.so.1 beside it that "compiles" the CUDA
+	// probe's PTX kernel for the fake to run on the host; faults from
+	// FAKE_CUDA_FAULT (csrc/cuda.c, CUDAFaults) and FAKE_FAULT.
+	CUDA = "cuda"
 )
+
+// CUDAFaults are the values of FAKE_CUDA_FAULT the fake libcuda acts out:
+// cuInit returning 802 (the fabric manager), 100, 999, 803 and 804, a
+// kernel that never finishes, a segfault in cuInit, a device (the
+// ordinal FAKE_CUDA_DEVICE) with another UUID or a kernel that writes a
+// wrong value, and a JIT compiler that cannot be loaded.
+var CUDAFaults = []string{"802", "100", "999", "803", "804", "hang", "crash", "wrong-uuid", "wrong-kernel", "no-jit"}
+
+// CUDAEnv is the environment entries that let the fake libcuda see the
+// device nodes of a host without NVIDIA devices: FAKE_CUDA_DEV_DIR=dir,
+// where CUDADevNodes made them.
+func CUDAEnv(dir string) []string { return []string{"FAKE_CUDA_DEV_DIR=" + dir} }
+
+// CUDADevNodes makes, in dir, the empty files the fake libcuda looks for
+// in place of the driver's device nodes: nvidiactl, nvidia-uvm (unless
+// !uvm), nvidia-uvm-tools, and nvidia<i> for each index in gpus.
+func CUDADevNodes(dir string, uvm bool, gpus ...int) error {
+	names := []string{"nvidiactl"}
+	if uvm {
+		names = append(names, "nvidia-uvm", "nvidia-uvm-tools")
+	}
+	for _, i := range gpus {
+		names = append(names, fmt.Sprintf("nvidia%d", i))
+	}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Faults are the values of FAKE_FAULT.
 var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 
-// Build compiles the fake named kind (ICD, EGL, NVML, NVMLDGXH200 or
-// LvpWrap) into dir with the cgo toolchain's gcc and returns the
+// Build compiles the fake named kind (ICD, EGL, NVML, NVMLDGXH200,
+// LvpWrap or CUDA) into dir with the cgo toolchain's gcc and returns the
 // library's path; for ICD, LvpWrap and EGL it also writes the manifest
-// that names the library and returns its path second ("" for the NVMLs).
+// that names the library and returns its path second ("" for the others).
+// CUDA also writes libnvidia-ptxjitcompiler.so.1 beside libcuda.so.1.
 func Build(dir, kind string) (lib, manifest string, err error) {
+	if kind == CUDA {
+		return buildCUDA(dir)
+	}
 	for _, f := range []string{"fault.h", kind + ".c"} {
 		data, err := sources.ReadFile("csrc/" + f)
 		if err != nil {
@@ -111,4 +153,30 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 	}
 	manifest = filepath.Join(dir, "fake_"+kind+".json")
 	return lib, manifest, os.WriteFile(manifest, []byte(m), 0o644)
+}
+
+// buildCUDA builds the fake libcuda.so.1 and its JIT compiler library in
+// dir, with the driver's sonames (so ldconfig and the toolkit's hooks link
+// them as they link the real ones). libcuda's RUNPATH is $ORIGIN, so it finds the JIT beside itself
+// (NixOS's libcuda finds its own through a RUNPATH too); in a container,
+// where the spec mounts both into one folder, the same holds.
+func buildCUDA(dir string) (lib, manifest string, err error) {
+	for _, f := range []string{"fault.h", "ptxjit.h", "ptxjit.c", "cuda.c"} {
+		data, err := sources.ReadFile("csrc/" + f)
+		if err != nil {
+			return "", "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			return "", "", err
+		}
+	}
+	jit := filepath.Join(dir, "libnvidia-ptxjitcompiler.so.1")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-Wl,-soname,libnvidia-ptxjitcompiler.so.1", "-o", jit, filepath.Join(dir, "ptxjit.c")).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("compiling the fake JIT compiler: %v\n%s", err, out)
+	}
+	lib = filepath.Join(dir, "libcuda.so.1")
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O1", "-pthread", "-Wl,-rpath,$ORIGIN", "-Wl,-soname,libcuda.so.1", "-o", lib, filepath.Join(dir, "cuda.c"), "-ldl").CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("compiling the fake libcuda: %v\n%s", err, out)
+	}
+	return lib, "", nil
 }

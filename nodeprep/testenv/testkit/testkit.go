@@ -456,3 +456,20 @@ func (Endless) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// FakeCUDA builds the fake libcuda.so.1 (fakedriver.CUDA) in a temporary
+// directory and makes its device nodes (fakedriver.CUDADevNodes: every
+// GPU of the simulated dgx-h200, nvidia-uvm included) in another; env is
+// what a probe child needs to see them (fakedriver.CUDAEnv).
+func FakeCUDA(t testing.TB) (lib, devDir string, env []string) {
+	t.Helper()
+	lib, _, err := fakedriver.Build(t.TempDir(), fakedriver.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devDir = t.TempDir()
+	if err := fakedriver.CUDADevNodes(devDir, true, 0, 1, 2, 3, 4, 5, 6, 7); err != nil {
+		t.Fatal(err)
+	}
+	return lib, devDir, fakedriver.CUDAEnv(devDir)
+}
