@@ -99,7 +99,7 @@ both in bin/, the Nix package in $out/bin). 'nodeprep cluster ...' runs it
 with the same arguments; without it, it exits 69 naming the file it
 looked for.`,
 	}
-	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env), newCheckNodeCommand(env))
+	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env), newCheckNodeCommand(env), newClusterDrillCommand(env))
 	return cmd
 }
 
