@@ -437,10 +437,13 @@ func (d *drill) newCanary(ctx context.Context) error {
 			"annotations": map[string]string{AnnotationID: d.o.ID}},
 		"spec": spec,
 	}
+	// Recorded before the request: a create whose answer is lost (an
+	// interrupt) may still have made the pod, and deleting one that was
+	// never made is a 404 the restore ignores.
+	d.canary = name
 	if err := d.c.Do(ctx, http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(d.o.Namespace)+"/pods", "application/json", body, nil); err != nil {
 		return fmt.Errorf("creating the canary %s/%s: %w", d.o.Namespace, name, err)
 	}
-	d.canary = name
 	d.o.Log("created canary " + d.o.Namespace + "/" + name)
 	return nil
 }
@@ -453,7 +456,9 @@ func (d *drill) deleteCanary(ctx context.Context) error {
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("deleting the canary %s/%s: %w", d.o.Namespace, d.canary, err)
 	}
-	d.r.Deleted = append(d.r.Deleted, d.o.Namespace+"/"+d.canary)
+	if err == nil {
+		d.r.Deleted = append(d.r.Deleted, d.o.Namespace+"/"+d.canary)
+	}
 	d.canary = ""
 	return nil
 }
