@@ -32,8 +32,11 @@ type drillCluster struct {
 	config     string
 	stop       context.CancelFunc
 	done       sync.WaitGroup
-	// hold keeps the stand-in from reclaiming fallback nodes.
-	hold atomic.Bool
+	// hold keeps the stand-in from reclaiming fallback nodes, and
+	// holdPod from binding a pod whose name ends with it: a phase the
+	// test interrupts cannot end before the signal.
+	hold    atomic.Bool
+	holdPod atomic.Value // string
 }
 
 func startDrillCluster(t *testing.T) *drillCluster {
@@ -113,7 +116,7 @@ func (c *drillCluster) standIn(ctx context.Context) {
 			used[p.Spec.NodeName] = true
 		}
 		for _, p := range pods {
-			if p.Spec.NodeName != "" {
+			if held, _ := c.holdPod.Load().(string); p.Spec.NodeName != "" || held != "" && strings.HasSuffix(p.Metadata.Name, held) {
 				continue
 			}
 			target := ""
@@ -245,7 +248,18 @@ func TestRealDrill(t *testing.T) {
 	for _, phase := range []string{drill.PhaseBaseline, drill.PhaseFailover, drill.PhaseReturn, drill.PhaseReclaim} {
 		// The reclaim phase waits: the stand-in holds the fallback node
 		// until the signal came.
+		// Every run starts without a fallback node, so that its failover
+		// adds one (the reclaim phase waits only for added nodes).
+		for deadline := time.Now().Add(time.Minute); c.fallbackNodes() > 0; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the stand-in did not reclaim the fallback nodes")
+			}
+		}
+		// The phase's canary (the n-th of the drill) is not bound, and in
+		// the reclaim phase the fallback node is not reclaimed, until the
+		// signal came.
 		c.hold.Store(phase == drill.PhaseReclaim)
+		c.holdPod.Store(map[string]string{drill.PhaseBaseline: "-1", drill.PhaseFailover: "-2", drill.PhaseReturn: "-3"}[phase])
 		done, finished := make(chan struct{}), make(chan struct{})
 		begun := c.phaseWatch(phase)
 		go func() {
@@ -269,8 +283,19 @@ func TestRealDrill(t *testing.T) {
 			t.Errorf("SIGINT in %s: exit %d, want 1 and interrupted\n%s%s", phase, code, out, errOut)
 		}
 		c.hold.Store(false)
+		c.holdPod.Store("")
 		c.assertRestored(t)
 	}
+}
+
+func (c *drillCluster) fallbackNodes() int {
+	n := 0
+	for _, x := range c.nodes() {
+		if x.Metadata.Labels[drill.LabelNodePool] != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // phaseWatch returns a function that reports, polled, when the drill has
