@@ -27,6 +27,7 @@ func k3sRuntimeClasses() string {
 func renderedWithout(t *testing.T, drop ...string) string {
 	t.Helper()
 	docs, err := Render(RenderOptions{Pool: seedPool(t), Image: "registry.example/app:1", PrometheusAddress: "http://prom:9090",
+		ScrapeJob: "gpu-pool", QueueName: "work", QueueHost: "amqp://rabbitmq.queues.svc:5672/",
 		FallbackInstanceTypes: []string{"g5.xlarge"}, NodeClass: NodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "gpu"}})
 	if err != nil {
 		t.Fatal(err)
