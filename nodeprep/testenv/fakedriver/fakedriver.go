@@ -58,9 +58,10 @@ const (
 	NVML = "nvml" // libnvidia-ml.so.1: one GPU, most queries missing
 	// NVMLDGXH200 is libnvidia-ml.so.1 reporting the simulated dgx-h200
 	// (gpu.Simulated): its 8 GPUs' UUIDs, minors, PCI bus ids and names,
-	// driver 550.54.15, MIG off. NVIDIA's real container toolkit accepts
-	// it (nvidia-ctk cdi generate, the runtime's jit-cdi mode); it never
-	// faults.
+	// driver 550.54.15, MIG off, the NVLink fabric registered. NVIDIA's
+	// real container toolkit accepts it (nvidia-ctk cdi generate, the
+	// runtime's jit-cdi mode); it acts out no FAKE_FAULT, only the
+	// fabric states of FAKE_NVML_FABRIC (csrc/fabric.h).
 	NVMLDGXH200 = "nvml-dgx-h200"
 )
 
@@ -72,7 +73,7 @@ var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 // EGL it also writes the manifest that names the library and returns its
 // path second ("" for the NVMLs).
 func Build(dir, kind string) (lib, manifest string, err error) {
-	for _, f := range []string{"fault.h", kind + ".c"} {
+	for _, f := range []string{"fault.h", "fabric.h", kind + ".c"} {
 		data, err := sources.ReadFile("csrc/" + f)
 		if err != nil {
 			return "", "", fmt.Errorf("unknown fake %q: %w", kind, err)
