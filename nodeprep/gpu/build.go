@@ -518,7 +518,7 @@ func verdict(g *GPU) []string {
 	if g.ECC != nil && g.ECC.VolatileUncorrected > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", g.ECC.VolatileUncorrected))
 	}
-	if r := fabricVerdict(g.Fabric, returnText); r != "" {
+	if r := fabricVerdict(g.Fabric); r != "" {
 		reasons = append(reasons, r)
 	}
 	if g.MIG != nil && g.MIG.Current != g.MIG.Pending {

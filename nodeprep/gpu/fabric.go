@@ -166,7 +166,7 @@ func FabricProblems(mask uint32) []string {
 // fine): registration not started or in progress, completed with an error
 // status, or completed with problems in the health mask or an unhealthy
 // summary. A GPU without a fabric (FabricNotSupported) is fine.
-func fabricVerdict(f *Fabric, status func(int32) string) string {
+func fabricVerdict(f *Fabric) string {
 	if f == nil {
 		return ""
 	}
@@ -182,7 +182,7 @@ func fabricVerdict(f *Fabric, status func(int32) string) string {
 		return fmt.Sprintf("NVLink fabric state %s; %s", f.State, FabricFix)
 	}
 	if f.Status != nil && *f.Status != 0 {
-		return fmt.Sprintf("NVLink fabric registration completed with error %s: CUDA cannot use the GPU; %s", status(*f.Status), FabricLogFix)
+		return fmt.Sprintf("NVLink fabric registration completed with error %s: CUDA cannot use the GPU; %s", returnText(*f.Status), FabricLogFix)
 	}
 	var problems []string
 	if f.HealthMask != nil {

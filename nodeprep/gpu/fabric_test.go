@@ -221,11 +221,11 @@ func TestFabricProblems(t *testing.T) {
 	}
 	for _, s := range []string{"unhealthy", "limited-capacity"} {
 		f := &Fabric{State: FabricCompleted, Status: ptr(int32(0)), HealthSummary: s}
-		if r := fabricVerdict(f, returnText); !strings.Contains(r, "health summary "+s) {
+		if r := fabricVerdict(f); !strings.Contains(r, "health summary "+s) {
 			t.Errorf("summary %s: verdict %q", s, r)
 		}
 	}
-	if r := fabricVerdict(&Fabric{State: FabricCompleted, Status: ptr(int32(0)), HealthSummary: "healthy"}, returnText); r != "" {
+	if r := fabricVerdict(&Fabric{State: FabricCompleted, Status: ptr(int32(0)), HealthSummary: "healthy"}); r != "" {
 		t.Errorf("healthy summary: verdict %q", r)
 	}
 }

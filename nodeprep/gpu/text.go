@@ -79,7 +79,7 @@ func FabricText(f *Fabric) string {
 		return strings.ReplaceAll(f.State, " ", "")
 	case f.Status != nil && *f.Status != 0:
 		return "error"
-	case fabricVerdict(f, returnText) != "":
+	case fabricVerdict(f) != "":
 		return "degraded"
 	}
 	return "completed"
