@@ -301,3 +301,63 @@ func (a *analyzer) driverVersions() {
 		a.findings = append(a.findings, errorf(CodeMixedDriverVersion, "the spec mounts driver libraries of %s (e.g. %s) but the driver is %s: regenerate the spec", versions[0], byVersion[versions[0]][0], want))
 	}
 }
+
+// UVMNodes are the device nodes of the nvidia-uvm module, which the CUDA
+// driver opens in every process that uses CUDA: without them in the
+// container cuInit fails ("no CUDA-capable device is detected") although
+// the GPU's own node is there. Vulkan and EGL do not open them.
+var UVMNodes = []string{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+
+// gpuNode matches a GPU's own device node, /dev/nvidia<minor>.
+var gpuNode = regexp.MustCompile(`^/dev/nvidia[0-9]+$`)
+
+// uvmNodes reports the UVMNodes that a container with any of the spec's
+// GPU devices (those whose edits, or the spec's top-level edits, carry a
+// /dev/nvidia<minor> or a MIG capability node) does not get. The generator
+// adds them only when they exist as it runs: a spec generated before
+// nvidia-uvm was loaded lacks them (nvidia-container-toolkit PRs #1979 and
+// #1982, nixpkgs#286028). nodeprep does not add them itself: the spec is
+// the generator's knowledge of the host, and a spec generated at the wrong
+// moment has to be generated again. The finding says whether the host has
+// the nodes now (regenerate) or not (the module is not loaded).
+func (a *analyzer) uvmNodes() {
+	carriesGPU := func(e specs.ContainerEdits) bool {
+		return slices.ContainsFunc(e.DeviceNodes, func(d *specs.DeviceNode) bool {
+			return gpuNode.MatchString(d.Path) || strings.HasPrefix(d.Path, MIGCapsDir+"/")
+		})
+	}
+	has := func(e specs.ContainerEdits, p string) bool {
+		return slices.ContainsFunc(e.DeviceNodes, func(d *specs.DeviceNode) bool { return d.Path == p })
+	}
+	allGPU := carriesGPU(a.spec.ContainerEdits)
+	var missing []string
+	for _, n := range UVMNodes {
+		if has(a.spec.ContainerEdits, n) {
+			continue
+		}
+		var lacking []string
+		for _, d := range a.spec.Devices {
+			if (allGPU || carriesGPU(d.ContainerEdits)) && !has(d.ContainerEdits, n) {
+				lacking = append(lacking, d.Name)
+			}
+		}
+		if len(lacking) > 0 {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	var absent []string
+	for _, n := range missing {
+		if !a.cache.exist(n) {
+			absent = append(absent, n)
+		}
+	}
+	what := fmt.Sprintf("the spec gives the GPU devices no %s: every CUDA call in the container fails (\"no CUDA-capable device is detected\") while Vulkan and EGL work", strings.Join(missing, " or "))
+	if len(absent) > 0 {
+		a.findings = append(a.findings, errorf(CodeMissingUVMNode, "%s, and the host has no %s either: the nvidia-uvm module is not loaded; load it at boot (NixOS: boot.kernelModules = [ \"nvidia_uvm\" ] beside hardware.nvidia; elsewhere nvidia-modprobe -u -c0), then regenerate the spec (nvidia-ctk cdi generate; NixOS: systemctl restart nvidia-container-toolkit-cdi-generator)", what, strings.Join(absent, " or ")))
+		return
+	}
+	a.findings = append(a.findings, errorf(CodeMissingUVMNode, "%s; the host has them now, so the generator ran before nvidia-uvm was loaded (nvidia-container-toolkit #1979, #1982; nixpkgs#286028): load nvidia-uvm before the generator and regenerate the spec (nvidia-ctk cdi generate; NixOS: systemctl restart nvidia-container-toolkit-cdi-generator)", what))
+}

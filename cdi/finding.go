@@ -53,6 +53,7 @@ const (
 	CodeMissingAllDevice     = "missing-all-device"       // no nvidia.com/gpu=all, which docker/podman users and the NixOS manual ask for
 	CodeAllDevicePartial     = "all-device-partial"       // nvidia.com/gpu=all lacks a GPU's device node
 	CodeLdcacheGlibc         = "ldcache-glibc"            // the update-ldcache hook adds a folder the spec puts a glibc into: the host's libc.so.6 shadows the image's
+	CodeMissingUVMNode       = "missing-uvm-node"         // the GPU devices get no /dev/nvidia-uvm or /dev/nvidia-uvm-tools: every CUDA call in the container fails
 )
 
 // Finding is one problem in a spec, as `nodeprep cdi check` prints it:

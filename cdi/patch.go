@@ -164,6 +164,7 @@ func (a *analyzer) run(apply bool) ([]Change, Findings) {
 	}
 	a.driverLibs(apply)
 	a.deviceNodes(apply)
+	a.uvmNodes()
 	a.driverVersions()
 	if apply {
 		from := a.spec.Version

@@ -50,7 +50,15 @@ func (e *env) inventory(st *StageResult) error {
 		st.Summary += ", simulated " + inv.Server
 	}
 	if len(healthy) == 0 {
+		// The first unhealthy GPU's reasons go into the error, which is
+		// the verdict's line and the Node condition's message: "no
+		// healthy GPU" alone does not say what to fix (a fabric manager
+		// that has not registered the GPUs fails every GPU at once).
 		err := fault.CheckFailed(errors.New("no healthy GPU"))
+		if n := len(inv.GPUs); n > 0 {
+			g := inv.GPUs[0]
+			err = fault.CheckFailed(fmt.Errorf("no healthy GPU: GPU %d (%s): %s%s", g.Index, g.UUID, strings.Join(g.Health.Reasons, ", "), more(n-1, "unhealthy GPU")))
+		}
 		st.Reasons = append([]string{err.Error()}, st.Reasons...)
 		return err
 	}
@@ -58,4 +66,12 @@ func (e *env) inventory(st *StageResult) error {
 	only.GPUs = healthy
 	e.inv = &only
 	return nil
+}
+
+// more is ", and N more <what>s" for n > 0, "" otherwise.
+func more(n int, what string) string {
+	if n <= 0 {
+		return ""
+	}
+	return ", and " + count(n, "more "+what)
 }

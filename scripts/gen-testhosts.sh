@@ -216,6 +216,7 @@ cdi:
   driverRoot: /usr
 EOF
   stub "$h/dev/nvidia0"; stub "$h/dev/nvidiactl"; stub "$h/dev/nvidia-modeset"
+  stub "$h/dev/nvidia-uvm"; stub "$h/dev/nvidia-uvm-tools"
   mkdir -p "$h/var/run/cdi"
   jq -n --arg L "$L" --arg ver "$VER" '
     def ro: ["ro", "nosuid", "nodev", "bind"];
@@ -225,7 +226,8 @@ EOF
       devices: [{name: "0", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}},
                 {name: "all", containerEdits: {deviceNodes: [{path: "/dev/nvidia0"}]}}],
       containerEdits: {
-        deviceNodes: [{path: "/dev/nvidiactl"}, {path: "/dev/nvidia-modeset"}],
+        deviceNodes: [{path: "/dev/nvidiactl"}, {path: "/dev/nvidia-modeset"},
+                      {path: "/dev/nvidia-uvm-tools"}, {path: "/dev/nvidia-uvm"}],
         hooks: [{hookName: "createContainer", path: "/usr/bin/nvidia-ctk",
                  args: ["nvidia-ctk", "hook", "update-ldcache", "--folder", $L]}],
         mounts: ((["libcuda", "libEGL_nvidia", "libGLX_nvidia"] | map("\($L)/\(.).so.\($ver)"))

@@ -172,3 +172,54 @@ func upReady(t *testing.T) (root string, env []string, prom string) {
 	}
 	return root, env, prom
 }
+
+// TestFabricNotRegistered (issue 28): a DGX whose fabric manager has not
+// registered the GPUs (every CUDA call fails with 802 while NVML looks
+// healthy) is not ready: up refuses it with the fabric reason and the fix,
+// and health on a node that booted ready turns nodeprep_ready to 0 when the
+// registration regresses. A server without a fabric (PCIe) is fine.
+func TestFabricNotRegistered(t *testing.T) {
+	icd, egl := lavapipe(t)
+	env := []string{"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl}
+	for fault, want := range map[string]string{
+		"fabric-not-started": "NVLink fabric registration not started",
+		"fabric-in-progress": "NVLink fabric registration in progress",
+		"fabric-error":       "NVLink fabric registration completed with error",
+		"fabric-degraded":    "NVLink fabric degraded",
+	} {
+		root := hostCopy(t, "nixos-h200")
+		r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200+"+fault, "--allow-cpu-adapter")
+		if r.code != 1 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "not ready") || !strings.Contains(r.stdout, "hardware.nvidia.datacenter.enable") {
+			t.Errorf("up with %s: exit %d, want 1 naming %q and the fix\n%s\n%s", fault, r.code, want, r.stdout, r.stderr)
+		}
+	}
+	root := hostCopy(t, "nixos-h200")
+	if r := run(t, env, "up", "--root", root, "--simulate", "dgx-h200+fabric-not-supported", "--allow-cpu-adapter"); r.code != 0 {
+		t.Errorf("up with no fabric (PCIe): exit %d, want ready\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	root, env, prom := upReady(t)
+	r := run(t, env, "health", "--root", root, "--simulate", "dgx-h200+fabric-not-started", "--allow-cpu-adapter", "--metrics-file", prom)
+	if r.code != 1 || !strings.Contains(r.stdout, "NVLink fabric registration not started") {
+		t.Fatalf("health after the fabric regressed: exit %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if m, _ := os.ReadFile(filepath.Join(root, prom)); !strings.Contains(string(m), "nodeprep_ready 0") {
+		t.Errorf("metrics after the fabric regressed:\n%s", m)
+	}
+	data, _ := os.ReadFile(filepath.Join(root, "run/nodeprep/status.json"))
+	var s struct {
+		Ready     bool `json:"ready"`
+		Inventory struct {
+			GPUs []struct {
+				Fabric struct{ State string } `json:"fabric"`
+				Health struct{ Reasons []string }
+			} `json:"gpus"`
+		} `json:"inventory"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Ready || len(s.Inventory.GPUs) != 8 || s.Inventory.GPUs[0].Fabric.State != "not-started" || len(s.Inventory.GPUs[0].Health.Reasons) == 0 {
+		t.Errorf("status.json after the fabric regressed: %s", data)
+	}
+}

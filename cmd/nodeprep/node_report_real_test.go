@@ -100,6 +100,9 @@ func TestRealHealthReportsToNode(t *testing.T) {
 		{"fixed", good, []string{"health"}, 0, "False", kubenode.ReasonHealthy, "true", true},
 		{"GPUs lost", good, []string{"health", "--simulate", "dgx-a100"}, 1, "True", kubenode.ReasonGPULost, "false", true},
 		{"back", good, []string{"health"}, 0, "False", kubenode.ReasonHealthy, "true", true},
+		// issue 28: the fabric manager stops registering the GPUs.
+		{"fabric not registered", good, []string{"health", "--simulate", "dgx-h200+fabric-not-started"}, 1, "True", kubenode.ReasonGPULost, "false", true},
+		{"fabric back", good, []string{"health"}, 0, "False", kubenode.ReasonHealthy, "true", true},
 	} {
 		if i > 0 {
 			time.Sleep(1100 * time.Millisecond) // condition times have second precision
@@ -128,6 +131,8 @@ func TestRealHealthReportsToNode(t *testing.T) {
 			t.Fatalf("%s: the Node has no %s condition: %+v", s.name, kubenode.ConditionType, n.Status)
 		case cond.Status != s.status || cond.Reason != s.reason || cond.Message == "" || cond.LastHeartbeatTime == "":
 			t.Errorf("%s: condition %+v, want status %s reason %s", s.name, *cond, s.status, s.reason)
+		case strings.HasPrefix(s.name, "fabric not") && !strings.Contains(cond.Message, "NVLink fabric registration not started"):
+			t.Errorf("%s: condition message %q does not name the fabric", s.name, cond.Message)
 		case (cond.LastTransitionTime != lastTransition) != s.wantTrans:
 			t.Errorf("%s: transition time %s (was %s), want moved=%t", s.name, cond.LastTransitionTime, lastTransition, s.wantTrans)
 		}

@@ -444,6 +444,9 @@ func (r *reader) read(dev nvml.Device) {
 				g.TemperatureC = &c
 			}
 		}},
+		// readFabric looks up its own symbols: the versioned call, then
+		// the unversioned one.
+		{[]string{}, func() { r.readFabric(dev) }},
 	}
 	for _, step := range steps {
 		if r.lost {
@@ -514,6 +517,9 @@ func verdict(g *GPU) []string {
 	}
 	if g.ECC != nil && g.ECC.VolatileUncorrected > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", g.ECC.VolatileUncorrected))
+	}
+	if r := fabricVerdict(g.Fabric); r != "" {
+		reasons = append(reasons, r)
 	}
 	if g.MIG != nil && g.MIG.Current != g.MIG.Pending {
 		reasons = append(reasons, fmt.Sprintf("MIG mode change pending (now %s, after reset %s): reset the GPU", onOff(g.MIG.Current), onOff(g.MIG.Pending)))

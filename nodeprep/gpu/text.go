@@ -9,9 +9,10 @@ import (
 
 // WriteText writes inv as the table `nodeprep inspect` prints: a header
 // with the driver, NVML and CUDA versions, one row per GPU (index, UUID,
-// name, PCI bus id, memory in MiB, compute capability, MIG mode, health)
-// under single-token column names (INDEX UUID NAME BUS_ID MEMORY_MIB CC MIG
-// HEALTH), then one line per MIG device. Whether the inventory is
+// name, PCI bus id, memory in MiB, compute capability, MIG mode, NVLink
+// fabric (FabricText), health) under single-token column names (INDEX UUID
+// NAME BUS_ID MEMORY_MIB CC MIG FABRIC HEALTH), then one line per MIG
+// device. Whether the inventory is
 // simulated is the caller's to say (inspect says it on stderr). Errors
 // are w's.
 func (inv *Inventory) WriteText(w io.Writer) error {
@@ -20,11 +21,11 @@ func (inv *Inventory) WriteText(w io.Writer) error {
 		orDash(inv.DriverVersion), orDash(inv.NVMLVersion), orDash(inv.CUDADriverVersion), len(inv.GPUs))
 	if len(inv.GPUs) > 0 {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tBUS_ID\tMEMORY_MIB\tCC\tMIG\tHEALTH")
+		fmt.Fprintln(tw, "INDEX\tUUID\tNAME\tBUS_ID\tMEMORY_MIB\tCC\tMIG\tFABRIC\tHEALTH")
 		for _, g := range inv.GPUs {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d.%d\t%s\t%s\n",
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d.%d\t%s\t%s\t%s\n",
 				g.Index, orDash(g.UUID), orDash(g.Name), orDash(g.PCIBusID), g.MemoryMiB,
-				g.ComputeMajor, g.ComputeMinor, migText(g.MIG), healthText(g.Health))
+				g.ComputeMajor, g.ComputeMinor, migText(g.MIG), FabricText(g.Fabric), healthText(g.Health))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -62,6 +63,26 @@ func migText(m *MIG) string {
 		return fmt.Sprintf("on(%d)", len(m.Devices))
 	}
 	return "off"
+}
+
+// FabricText is a fabric in one token: "-" when not read, "none" when
+// not supported (no NVLink fabric), "not-started", "in-progress",
+// "completed" (success, no problem in the health mask), "error" (completed
+// with an error status) or "degraded" (completed, with problems).
+func FabricText(f *Fabric) string {
+	switch {
+	case f == nil:
+		return "-"
+	case f.State == FabricNotSupported:
+		return "none"
+	case f.State != FabricCompleted:
+		return strings.ReplaceAll(f.State, " ", "")
+	case f.Status != nil && *f.Status != 0:
+		return "error"
+	case fabricVerdict(f) != "":
+		return "degraded"
+	}
+	return "completed"
 }
 
 func healthText(h Health) string {

@@ -53,6 +53,9 @@ type GPU struct {
 	RemappedRows *RemappedRows `json:"remappedRows,omitempty" yaml:"remappedRows,omitempty"`
 	// TemperatureC is the core temperature in °C, nil when not supported.
 	TemperatureC *int `json:"temperatureC,omitempty" yaml:"temperatureC,omitempty"`
+	// Fabric is the GPU's NVLink fabric registration; nil only when it was
+	// not read (a GPU lost before it).
+	Fabric *Fabric `json:"fabric,omitempty" yaml:"fabric,omitempty"`
 	// Health is the verdict on this GPU.
 	Health Health `json:"health" yaml:"health"`
 }
@@ -115,6 +118,30 @@ type RemappedRows struct {
 	Uncorrectable int  `json:"uncorrectable" yaml:"uncorrectable"` // rows remapped for uncorrectable errors
 	Pending       bool `json:"pending" yaml:"pending"`             // a remapping waits for a GPU reset
 	Failure       bool `json:"failure" yaml:"failure"`             // a remapping failed: the GPU is unhealthy
+}
+
+// Fabric is a GPU's registration with the NVLink fabric of an NVSwitch
+// system (DGX/HGX H100, H200, B200), as nvmlDeviceGetGpuFabricInfoV reports
+// it (nvml.h, nvmlGpuFabricInfo_v3). Until the fabric manager has registered
+// a GPU, CUDA on it fails with error 802 ("system not yet initialized")
+// while every other NVML query looks healthy.
+type Fabric struct {
+	// State is FabricNotSupported (no NVLink fabric: PCIe cards, or a
+	// driver without the call), FabricNotStarted, FabricInProgress or
+	// FabricCompleted.
+	State string `json:"state" yaml:"state"`
+	// Status is the registration's result, an nvmlReturn_t (0: success),
+	// when State is FabricCompleted; nil otherwise.
+	Status *int32 `json:"status,omitempty" yaml:"status,omitempty"`
+	// HealthMask is NVML's fabric health mask (the
+	// NVML_GPU_FABRIC_HEALTH_MASK_* fields) when State is FabricCompleted
+	// and the driver reports it (nvmlGpuFabricInfo_v2 and later); nil
+	// otherwise. FabricProblems decodes it.
+	HealthMask *uint32 `json:"healthMask,omitempty" yaml:"healthMask,omitempty"`
+	// HealthSummary is NVML's summary of the fabric's health
+	// (nvmlGpuFabricInfo_v3: "healthy", "unhealthy", "limited-capacity"),
+	// "" when the driver does not report one.
+	HealthSummary string `json:"healthSummary,omitempty" yaml:"healthSummary,omitempty"`
 }
 
 // Health is a verdict with its reasons; Healthy is false when any reason

@@ -36,12 +36,15 @@ func TestInspectGolden(t *testing.T) {
 	}{
 		{"dgx-h200.txt", []string{"inspect", "--simulate", "dgx-h200"}},
 		{"dgx-h200.json", []string{"inspect", "--simulate", "dgx-h200", "-o", "json"}},
+		// issue 28: a fabric the fabric manager has not registered.
+		{"dgx-h200+fabric-not-started.txt", []string{"inspect", "--simulate", "dgx-h200+fabric-not-started"}},
+		{"dgx-h200+fabric-error.json", []string{"inspect", "--simulate", "dgx-h200+fabric-error", "-o", "json"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
 			stdout, stderr, code := inspectRun(t, tt.args...)
-			if code != ExitOK || stderr != "nodeprep: simulated server dgx-h200: no real driver was used\n" {
+			if code != ExitOK || stderr != "nodeprep: simulated server "+tt.args[2]+": no real driver was used\n" {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
 			inspectGolden(t, tt.file, stdout)
@@ -157,14 +160,14 @@ func TestInspectColumns(t *testing.T) {
 			}
 			lines := strings.Split(stdout, "\n")
 			header := strings.Fields(lines[1])
-			want := []string{"INDEX", "UUID", "NAME", "BUS_ID", "MEMORY_MIB", "CC", "MIG", "HEALTH"}
+			want := []string{"INDEX", "UUID", "NAME", "BUS_ID", "MEMORY_MIB", "CC", "MIG", "FABRIC", "HEALTH"}
 			if strings.Join(header, " ") != strings.Join(want, " ") {
 				t.Fatalf("header %q, want %q", header, want)
 			}
 			// Column offsets from the header give every row's values.
-			uuidCol, busCol := strings.Index(lines[1], "UUID"), strings.Index(lines[1], "BUS_ID")
+			uuidCol, busCol, fabricCol := strings.Index(lines[1], "UUID"), strings.Index(lines[1], "BUS_ID"), strings.Index(lines[1], "FABRIC")
 			for i, row := range lines[2:10] {
-				if !strings.HasPrefix(row[uuidCol:], gpu.SimulatedUUID(name, i)) || !strings.HasPrefix(row[busCol:], "0000:") {
+				if !strings.HasPrefix(row[uuidCol:], gpu.SimulatedUUID(name, i)) || !strings.HasPrefix(row[busCol:], "0000:") || !strings.HasPrefix(row[fabricCol:], "completed ") {
 					t.Errorf("row %d misaligned: %q", i, row)
 				}
 			}

@@ -24,7 +24,7 @@ type inventoryFlags struct {
 }
 
 func (f *inventoryFlags) add(fs *pflag.FlagSet) {
-	fs.StringVar(&f.simulate, "simulate", "", "use a built-in simulated server instead of NVML: dgx-a100, dgx-h100, dgx-h200 or dgx-b200")
+	fs.StringVar(&f.simulate, "simulate", "", "use a built-in simulated server instead of NVML: dgx-a100, dgx-h100, dgx-h200 or dgx-b200, optionally with +FAULT (fabric-not-started, fabric-in-progress, fabric-error, fabric-degraded, fabric-not-supported)")
 	fs.StringVar(&f.nvmlLib, "nvml-lib", "", "path of libnvidia-ml.so.1 (default: the dynamic linker's search)")
 	fs.DurationVar(&f.nvmlTimeout, "nvml-timeout", gpu.DefaultTimeout, "how long NVML may take to initialise and answer before it is reported hung")
 }

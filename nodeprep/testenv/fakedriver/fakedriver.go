@@ -62,9 +62,10 @@ const (
 	NVML = "nvml" // libnvidia-ml.so.1: one GPU, most queries missing
 	// NVMLDGXH200 is libnvidia-ml.so.1 reporting the simulated dgx-h200
 	// (gpu.Simulated): its 8 GPUs' UUIDs, minors, PCI bus ids and names,
-	// driver 550.54.15, MIG off. NVIDIA's real container toolkit accepts
-	// it (nvidia-ctk cdi generate, the runtime's jit-cdi mode); it never
-	// faults.
+	// driver 550.54.15, MIG off, the NVLink fabric registered. NVIDIA's
+	// real container toolkit accepts it (nvidia-ctk cdi generate, the
+	// runtime's jit-cdi mode); it acts out no FAKE_FAULT, only the
+	// fabric states of FAKE_NVML_FABRIC (csrc/fabric.h).
 	NVMLDGXH200 = "nvml-dgx-h200"
 	// LvpWrap is libfake_lvpwrap.so, a Vulkan ICD that is Mesa's lavapipe
 	// (the library NP_LVPWRAP_LIB names, loaded at run time) with the
@@ -125,7 +126,7 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 	if kind == CUDA {
 		return buildCUDA(dir)
 	}
-	for _, f := range []string{"fault.h", kind + ".c"} {
+	for _, f := range []string{"fault.h", "fabric.h", kind + ".c"} {
 		data, err := sources.ReadFile("csrc/" + f)
 		if err != nil {
 			return "", "", fmt.Errorf("unknown fake %q: %w", kind, err)

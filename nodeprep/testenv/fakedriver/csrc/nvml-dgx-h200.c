@@ -7,9 +7,18 @@
  * nvidia-ctk 1.17 and 1.20 call through go-nvml and go-nvlib, and the
  * queries nodeprep's inventory makes. The types follow nvml.h's ABI
  * (go-nvml's pkg/nvml/nvml.h): a handle is an opaque pointer, strings are
- * NUL-terminated into the caller's buffer, 0 is NVML_SUCCESS. */
+ * NUL-terminated into the caller's buffer, 0 is NVML_SUCCESS. Its GPUs'
+ * NVLink fabric is registered (completed, success, a healthy mask), as
+ * the simulated servers' is; as a 550 driver it knows the fabric
+ * structures up to v2; FAKE_NVML_FABRIC sets another state (fabric.h).
+ * The cluster UUID is zero, so go-nvlib's IsFabricAttached (the device
+ * plugin's IMEX cliques) stays false. */
 #include <stdio.h>
 #include <string.h>
+
+#define NP_FABRIC_DEFAULT "completed"
+#define NP_FABRIC_MAX_VERSION 2
+#include "fabric.h"
 
 typedef int nvmlReturn_t;
 enum {

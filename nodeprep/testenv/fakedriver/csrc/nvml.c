@@ -1,10 +1,16 @@
 /* A fake NVML with one GPU (FAKE_NVML_COUNT: that many, all alike). FAKE_FAULT happens in nvmlInit_v2 when
  * FAKE_NVML_AT=init, in nvmlDeviceGetName when FAKE_NVML_AT=query. It
- * has only the functions below: every other query the inventory makes
- * (brand, PCI info, memory, ...) is a symbol it lacks. */
+ * has only the functions below and fabric.h's: every other query the
+ * inventory makes (brand, PCI info, memory, ...) is a symbol it lacks. Its
+ * GPU has no NVLink fabric unless FAKE_NVML_FABRIC says otherwise, and it
+ * knows the fabric structures up to v3 (fabric.h). */
 #include <stdio.h>
 #include <string.h>
 #include "fault.h"
+
+#define NP_FABRIC_DEFAULT "not-supported"
+#define NP_FABRIC_MAX_VERSION 3
+#include "fabric.h"
 
 typedef int nvmlReturn_t;
 typedef void *nvmlDevice_t;
