@@ -49,6 +49,10 @@ type ContainerdConfig struct {
 	Env []string
 	// Extra is TOML appended to the generated config.
 	Extra string
+	// Namespace, when not nil, is the NodeNamespace containerd (and so
+	// its shims and containers) runs in; nil runs it in this process's
+	// namespaces.
+	Namespace *NodeNamespace
 }
 
 // ContainerdInstance is a containerd started by StartContainerd for one test.
@@ -105,6 +109,9 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *ContainerdInstance {
 	}
 	defer logf.Close()
 	c.cmd = exec.Command(filepath.Join(bin, "containerd"), "--config", c.Config, "--log-level", "info")
+	if cfg.Namespace != nil {
+		c.cmd = cfg.Namespace.Command(filepath.Join(bin, "containerd"), "--config", c.Config, "--log-level", "info")
+	}
 	c.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), cfg.Env...)
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,0 +1,165 @@
+package upstream
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostState is what the node's programs could change on this machine and
+// must not: the kubelet's sysctls, the host's network interfaces, the
+// cgroups named for Kubernetes at the top of each hierarchy, and the
+// kubelet's default directories.
+type hostState struct {
+	Sysctls    map[string]string
+	Interfaces []string
+	KubeCgroup []string
+	Paths      map[string]bool
+}
+
+func snapshotHost(t *testing.T) hostState {
+	t.Helper()
+	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
+	for _, k := range kubeletSysctls {
+		if data, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			s.Sysctls[k] = strings.TrimSpace(string(data))
+		}
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		s.Interfaces = append(s.Interfaces, i.Name)
+	}
+	// Two levels: /sys/fs/cgroup/<controller>/<name> on v1, and
+	// /sys/fs/cgroup/<name> on v2.
+	for _, pat := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup/*/*"} {
+		m, _ := filepath.Glob(pat)
+		for _, p := range m {
+			if strings.Contains(filepath.Base(p), "kube") {
+				s.KubeCgroup = append(s.KubeCgroup, p)
+			}
+		}
+	}
+	for _, p := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/etc/kubernetes"} {
+		_, err := os.Lstat(p)
+		s.Paths[p] = err == nil
+	}
+	return s
+}
+
+// checkHostUnchanged registers (first, so it runs after every other
+// cleanup) a comparison of the host's state with the one before the test.
+func checkHostUnchanged(t *testing.T) {
+	t.Helper()
+	before := snapshotHost(t)
+	t.Cleanup(func() {
+		after := snapshotHost(t)
+		for k, v := range before.Sysctls {
+			if after.Sysctls[k] != v {
+				t.Errorf("the host's %s changed: %s → %s", k, v, after.Sysctls[k])
+			}
+		}
+		if !slices.Equal(before.Interfaces, after.Interfaces) {
+			t.Errorf("the host's network interfaces changed: %v → %v", before.Interfaces, after.Interfaces)
+		}
+		for _, p := range after.KubeCgroup {
+			if !slices.Contains(before.KubeCgroup, p) {
+				t.Errorf("cgroup %s was left on the host", p)
+			}
+		}
+		for p, was := range before.Paths {
+			if after.Paths[p] != was {
+				t.Errorf("%s on the host: existed %v, now %v", p, was, after.Paths[p])
+			}
+		}
+	})
+}
+
+// TestRealKubeletRegistersAndRuns starts the real kubelet and
+// kube-scheduler against the real API server: the Node registers with
+// the flags' taints and labels, the scheduler binds a tolerating
+// host-network pod to it and leaves one without tolerations Pending, the
+// kubelet runs the pod through containerd, and the host is unchanged.
+func TestRealKubeletRegistersAndRuns(t *testing.T) {
+	checkHostUnchanged(t)
+	api := StartAPIServer(t)
+	ns := StartNodeNamespace(t)
+	sandbox := "localhost/nodeprep-pause:test"
+	pause := filepath.Join(t.TempDir(), "pause.tar")
+	WritePauseImage(t, pause, sandbox)
+	k := StartKubelet(t, api, KubeletOptions{
+		NodeName:         "gpu-0",
+		Namespace:        ns,
+		ContainerdConfig: ContainerdConfig{SandboxImage: sandbox},
+		Args:             []string{"--register-with-taints=nvidia.com/gpu=present:NoSchedule,a.example/b:NoExecute", "--node-labels=pool=gpu,x.example/y=1"},
+	})
+	k.Containerd.ImportImage(t, pause)
+	body, err := k.Registered(2 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Taints []struct{ Key, Value, Effect string } `json:"taints"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(body, &node); err != nil {
+		t.Fatal(err)
+	}
+	var taints []string
+	for _, x := range node.Spec.Taints {
+		taints = append(taints, x.Key+"="+x.Value+":"+x.Effect)
+	}
+	// The API server's TaintNodesByCondition admission plugin (on by
+	// default, in k3s too) adds not-ready to every Node it creates.
+	if want := []string{"nvidia.com/gpu=present:NoSchedule", "a.example/b=:NoExecute", "node.kubernetes.io/not-ready=:NoSchedule"}; !slices.Equal(taints, want) {
+		t.Errorf("the Node's taints: %v, want %v", taints, want)
+	}
+	if node.Metadata.Labels["pool"] != "gpu" || node.Metadata.Labels["x.example/y"] != "1" || node.Metadata.Labels["kubernetes.io/hostname"] != "gpu-0" {
+		t.Errorf("the Node's labels: %v", node.Metadata.Labels)
+	}
+	// The kubelet wrote its sysctls into the namespace's own files.
+	if data, _ := os.ReadFile(filepath.Join(ns.Dir, "kernel.panic")); strings.TrimSpace(string(data)) != "10" {
+		t.Errorf("kernel.panic inside the namespace is %q: the kubelet did not set it there (the check of the host proves nothing)", data)
+	}
+
+	StartScheduler(t, api)
+	StartControllerManager(t, api) // the default ServiceAccount
+	pod := func(name string, tolerate bool) map[string]any {
+		spec := map[string]any{
+			"hostNetwork":                  true,
+			"automountServiceAccountToken": false,
+			"containers":                   []any{map[string]any{"name": "c", "image": sandbox, "imagePullPolicy": "Never"}},
+		}
+		if tolerate {
+			spec["tolerations"] = []any{map[string]any{"operator": "Exists"}}
+		}
+		return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": name, "namespace": "default"}, "spec": spec}
+	}
+	CreateWhenAdmitted(t, api, "/api/v1/namespaces/default/pods", pod("tolerates", true), time.Minute)
+	CreateWhenAdmitted(t, api, "/api/v1/namespaces/default/pods", pod("intolerant", false), time.Minute)
+	phase := WaitPod(t, api, "default", "tolerates", 2*time.Minute, "Running")
+	if phase != "Running" {
+		t.Fatalf("the tolerating pod is %s", phase)
+	}
+	var p struct {
+		Spec struct {
+			NodeName string `json:"nodeName"`
+		} `json:"spec"`
+	}
+	json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/namespaces/default/pods/intolerant", "", nil), &p) //nolint:errcheck
+	if p.Spec.NodeName != "" {
+		t.Errorf("the pod without tolerations was bound to %s past the registration taints", p.Spec.NodeName)
+	}
+}
