@@ -44,17 +44,31 @@ func TestRealPrometheusScrapesTextfile(t *testing.T) {
 }
 
 // TestRealRabbitMQQueue: a private RabbitMQ node takes messages on a queue
-// and gives them back, and the management API counts them.
+// and gives them back, and Prometheus scraping its metrics endpoint counts
+// the messages waiting on that queue.
 func TestRealRabbitMQQueue(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	r := upstream.StartRabbitMQ(t)
 	t.Logf("RabbitMQ answered after %s", time.Since(start).Round(time.Millisecond))
 	r.DeclareQueue(t, "work")
+	r.DeclareQueue(t, "other")
 	r.Publish(t, "work", 3)
+	r.Publish(t, "other", 7)
+	prom := upstream.StartPrometheus(t, upstream.ScrapeTarget{Job: "rabbitmq", Address: r.Metrics})
+	ready := func(want float64) {
+		t.Helper()
+		took := prom.Wait(t, "the queue's ready messages", time.Minute, func(q func(string) ([]upstream.Sample, error)) bool {
+			s, err := q(`rabbitmq_queue_messages_ready{queue="work"}`)
+			return err == nil && len(s) == 1 && s[0].Value == want
+		})
+		t.Logf("rabbitmq_queue_messages_ready{queue=\"work\"} %v seen in %s", want, took.Round(time.Millisecond))
+	}
+	ready(3)
 	if got := r.Get(t, "work", 2); got != 2 {
 		t.Errorf("got %d messages, want 2", got)
 	}
+	ready(1)
 	r.Purge(t, "work")
 	if got := r.Get(t, "work", 5); got != 0 {
 		t.Errorf("after a purge: got %d messages, want 0", got)

@@ -32,6 +32,11 @@ type RabbitMQ struct {
 	// HTTP is the management API's URL (http://guest:guest@127.0.0.1:<port>/),
 	// the host of KEDA's rabbitmq trigger with protocol http.
 	HTTP string
+	// Metrics is the host:port of its Prometheus endpoint (/metrics, the
+	// rabbitmq_prometheus plugin, per-object metrics on: one series per
+	// queue, such as rabbitmq_queue_messages_ready{queue="…"}), for
+	// StartPrometheus.
+	Metrics string
 	// Dir holds its configuration, data (mnesia), log and Erlang cookie.
 	Dir  string
 	mgmt string
@@ -39,7 +44,7 @@ type RabbitMQ struct {
 
 // StartRabbitMQ runs a RabbitMQ node of its own (node name, Erlang port
 // mapper, distribution port, data and log directories all private to the
-// test) with the management plugin, and returns once the management API
+// test) with the management and Prometheus plugins, and returns once the management API
 // answers (at most 3 minutes; Erlang and the plugin take 10–30 s on a busy
 // machine). It stops the node and its port mapper with t.Cleanup. Without
 // the Debian package it marks t Unavailable.
@@ -55,11 +60,12 @@ func StartRabbitMQ(t testing.TB) *RabbitMQ {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	amqpPort, mgmtPort, distPort, epmdPort := freePort(t), freePort(t), freePort(t), freePort(t)
-	conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\nmanagement.tcp.ip = 127.0.0.1\nmanagement.tcp.port = %d\n", amqpPort, mgmtPort)
+	amqpPort, mgmtPort, promPort, distPort, epmdPort := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
+	conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\nmanagement.tcp.ip = 127.0.0.1\nmanagement.tcp.port = %d\n"+
+		"prometheus.tcp.ip = 127.0.0.1\nprometheus.tcp.port = %d\nprometheus.return_per_object_metrics = true\n", amqpPort, mgmtPort, promPort)
 	for name, data := range map[string]string{
 		"rabbitmq.conf":   conf,
-		"enabled_plugins": "[rabbitmq_management].\n",
+		"enabled_plugins": "[rabbitmq_management,rabbitmq_prometheus].\n",
 		"env.conf":        "",
 	} {
 		if err := os.WriteFile(filepath.Join(work, name), []byte(data), 0o600); err != nil {
@@ -85,10 +91,11 @@ func StartRabbitMQ(t testing.TB) *RabbitMQ {
 	)
 	done := startEnv(t, work, "rabbitmq", RabbitMQProgram, env)
 	r := &RabbitMQ{
-		AMQP: fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", amqpPort),
-		HTTP: fmt.Sprintf("http://guest:guest@127.0.0.1:%d/", mgmtPort),
-		Dir:  work,
-		mgmt: fmt.Sprintf("http://127.0.0.1:%d", mgmtPort),
+		AMQP:    fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", amqpPort),
+		HTTP:    fmt.Sprintf("http://guest:guest@127.0.0.1:%d/", mgmtPort),
+		Metrics: fmt.Sprintf("127.0.0.1:%d", promPort),
+		Dir:     work,
+		mgmt:    fmt.Sprintf("http://127.0.0.1:%d", mgmtPort),
 	}
 	log := filepath.Join(work, "rabbitmq.log")
 	for deadline := time.Now().Add(3 * time.Minute); ; {
