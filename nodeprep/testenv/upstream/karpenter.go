@@ -145,3 +145,7 @@ func StartKarpenter(t testing.TB, api *APIServer, instanceTypes string) *Karpent
 	waitHTTP(t, "karpenter", fmt.Sprintf("http://127.0.0.1:%d/readyz", health), done, k.Log)
 	return k
 }
+
+// LogTail is the end of its log (at most 4000 bytes), for a failure's
+// message.
+func (k *KarpenterInstance) LogTail() string { return logTail(k.Log) }
