@@ -196,6 +196,10 @@ func TestRealFailover(t *testing.T) {
 		return len(h.list("/apis/karpenter.sh/v1/nodeclaims")) == 0 && len(h.fallbackNodes()) == 0
 	})
 	t.Logf("recovery: the fallback's work done → its nodes consolidated away: %s", reclaim.Round(time.Millisecond))
+	// The pool absorbs the queue again: a few messages still wait (as
+	// many as in the healthy step), and the cloud tier stays at zero.
+	h.mq.Purge(t, queueName)
+	h.mq.Publish(t, queueName, 5)
 	h.hold("recovered, work queued: KEDA starts no Job", 45*time.Second, func() string {
 		if n := len(h.kedaJobs(ns)); n != 0 {
 			return fmt.Sprintf("%d KEDA Jobs", n)
