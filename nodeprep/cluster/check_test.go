@@ -158,7 +158,10 @@ func FuzzMetricRefs(f *testing.F) {
 
 func TestTriggers(t *testing.T) {
 	t.Parallel()
-	sj := func(query string) string {
+	const queue = `
+  - type: rabbitmq
+    metadata: {host: "amqp://mq:5672/", queueName: jobs, mode: QueueLength, value: "1"}`
+	sj := func(query, more string) string {
 		return fmt.Sprintf(`apiVersion: keda.sh/v1alpha1
 kind: ScaledJob
 metadata: {name: cloud}
@@ -166,28 +169,52 @@ spec:
   jobTargetRef: {template: {spec: {containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]}}}
   triggers:
   - type: prometheus
-    metadata: {serverAddress: "http://p", threshold: "1", query: %q}
-`, query)
+    metadata: {serverAddress: "http://p", threshold: "1", query: %q}%s
+`, query, more)
 	}
-	tests := []struct{ query, reason string }{
-		{"count(nodeprep_ready == 1)", ""},
-		{"count(nodeprep_redy == 1)", "nodeprep exports no metric nodeprep_redy"},
-		{`count(nodeprep_ready{pool="a"} == 1)`, `nodeprep_ready has no label "pool"`},
-		{"sum(nodeprep_gpus)", "no prometheus trigger watches nodeprep_ready"},
-		{"nodeprep_ready{{{", `query does not parse: '{' at offset 16 is not closed`},
-		{"count(nodeprep_ready == 1", `query does not parse: '(' at offset 5 is not closed`},
-		{"count(nodeprep_ready == 1))", `query does not parse: ')' at offset 26 closes nothing`},
-		{`count(nodeprep_ready{instance="a) == 1)`, "query does not parse: the string starting at offset 30 is not closed"},
-		{"sum(nodeprep_ready[5m)]", `query does not parse: ')' at offset 21 does not close '[' at offset 18`},
-		{" ", "query does not parse: the query is empty"},
+	tests := []struct{ query, more, reason string }{
+		{`count(nodeprep_ready{job="pool-a"} == 1)`, queue, ""},
+		{PoolDownQuery("pool-a", DefaultQueueMetric, "jobs", 900), queue, ""},
+		// A work trigger may be a prometheus query on the work's own metric.
+		{PoolDownQuery("pool-a", DefaultQueueMetric, "jobs", 900), `
+  - type: prometheus
+    metadata: {serverAddress: "http://p", threshold: "1", query: "sum(rabbitmq_queue_messages_ready)"}`, ""},
+		// The old rendered query: every pool's nodes count.
+		{`((count((nodeprep_ready == 1) and ((time() - nodeprep_last_run_timestamp_seconds) < 900)) or vector(0)) == bool 0) * 8`, queue,
+			"trigger 1: nodeprep_ready selects no pool"},
+		// The health trigger alone: Jobs whenever the pool is down, work or not.
+		{`count(nodeprep_ready{job="pool-a"} == 1)`, "", "no trigger on the work waiting"},
+		{`count(nodeprep_redy{job="pool-a"} == 1)`, queue, "nodeprep exports no metric nodeprep_redy"},
+		{`count(nodeprep_ready{pool="a"} == 1)`, queue, `nodeprep_ready has no label "pool"`},
+		{"sum(nodeprep_gpus)", queue, "no prometheus trigger watches nodeprep_ready"},
+		{"nodeprep_ready{{{", queue, `query does not parse: '{' at offset 16 is not closed`},
+		{"count(nodeprep_ready == 1", queue, `query does not parse: '(' at offset 5 is not closed`},
+		{"count(nodeprep_ready == 1))", queue, `query does not parse: ')' at offset 26 closes nothing`},
+		{`count(nodeprep_ready{instance="a) == 1)`, queue, "query does not parse: the string starting at offset 30 is not closed"},
+		{"sum(nodeprep_ready[5m)]", queue, `query does not parse: ')' at offset 21 does not close '[' at offset 18`},
+		{" ", queue, "query does not parse: the query is empty"},
 		// Brackets inside strings and comments do not count.
-		{"count(nodeprep_ready{instance=~\"a(\\\"\"} == 1) # (", ""},
+		{"count(nodeprep_ready{instance=~\"a(\\\"\"} == 1) # (", queue, ""},
 	}
 	for _, tt := range tests {
-		c := cell(t, checkString(t, seedPool(t), sj(tt.query)), "scaledjob/cloud", ColumnMetrics)
+		c := cell(t, checkString(t, seedPool(t), sj(tt.query, tt.more)), "scaledjob/cloud", ColumnMetrics)
 		if (tt.reason == "") != (c.Verdict == VerdictOK) || !strings.Contains(c.Reason, tt.reason) {
 			t.Errorf("query %q: %+v, want reason %q", tt.query, c, tt.reason)
 		}
+	}
+}
+
+// TestPoolDownQuery: the health trigger's query selects the pool by its
+// scrape job in both of its nodeprep metrics, and the queue by name.
+func TestPoolDownQuery(t *testing.T) {
+	t.Parallel()
+	q := PoolDownQuery("gpu-a", "rabbitmq_queue_messages_ready", "jobs", 270)
+	want := `(sum(rabbitmq_queue_messages_ready{queue="jobs"}) or vector(0)) * ((count((nodeprep_ready{job="gpu-a"} == 1) and ((time() - nodeprep_last_run_timestamp_seconds{job="gpu-a"}) < 270)) or vector(0)) == bool 0)`
+	if q != want {
+		t.Errorf("query\n%s\nwant\n%s", q, want)
+	}
+	if err := QueryStructure(q); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -214,6 +241,7 @@ func renderSeed(t testing.TB, pool Pool) []Document {
 	t.Helper()
 	docs, err := Render(RenderOptions{Pool: pool, FallbackInstanceTypes: []string{"g5.xlarge"}, MaxGPUs: 8,
 		Image: "ghcr.io/example/render:1.0", PrometheusAddress: "http://prometheus.monitoring.svc:9090",
+		ScrapeJob: "gpu-pool", QueueName: "gpu-jobs", QueueHost: "amqp://rabbitmq.queues.svc:5672/",
 		NodeClass: NodeClassRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "gpu"}})
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +272,10 @@ func TestCheckFindsPlaceholders(t *testing.T) {
 	want := []string{
 		"job/default/nodeprep-gpu containers[0].image still holds the placeholder REPLACE_ME",
 		"scaledjob/default/nodeprep-gpu-fallback spec.jobTargetRef.template.spec.containers[0].image still holds the placeholder REPLACE_ME",
-		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[0].metadata.serverAddress still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[0].metadata.host still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[0].metadata.queueName still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[1].metadata.query still holds the placeholder REPLACE_ME",
+		"scaledjob/default/nodeprep-gpu-fallback spec.triggers[1].metadata.serverAddress still holds the placeholder REPLACE_ME",
 		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.group still holds the placeholder REPLACE_ME",
 		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.kind still holds the placeholder REPLACE_ME",
 		"nodepool/nodeprep-gpu-fallback spec.template.spec.nodeClassRef.name still holds the placeholder REPLACE_ME",
@@ -604,6 +635,12 @@ func TestRenderValues(t *testing.T) {
 		{RenderOptions{HealthInterval: -time.Minute}, `health interval -1m0s: want a positive duration`},
 		{RenderOptions{ConsolidateAfter: d("-1m")}, `consolidateAfter -1m0s: want 0s or a positive duration`},
 		{RenderOptions{ConsolidateAfter: d("1.5s")}, `consolidateAfter 1.5s: want whole seconds`},
+		{RenderOptions{QueueHost: "http://mq:15672"}, `"http://mq:15672": want an absolute amqp:// or amqps:// URL`},
+		{RenderOptions{QueueHost: "amqp://user:secret@"}, `"amqp://user:xxxxx@": the URL has no host`},
+		{RenderOptions{QueueName: `jobs"}`}, `queue name "jobs\"}": whitespace, control characters, quotes or backslashes`},
+		{RenderOptions{ScrapeJob: "gpu pool"}, `scrape job "gpu pool": whitespace`},
+		{RenderOptions{QueueMetric: "rabbitmq-ready"}, `queue metric "rabbitmq-ready": want a Prometheus metric name`},
+		{RenderOptions{QueueBacklog: -1}, `queue backlog -1 is negative`},
 	} {
 		tt.opts.Pool = pool
 		if _, err := Render(tt.opts); !errors.Is(err, fault.ErrMalformed) || !strings.Contains(err.Error(), tt.want) {

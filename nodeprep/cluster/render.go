@@ -55,6 +55,25 @@ type RenderOptions struct {
 	NodeClass NodeClassRef
 	// PrometheusAddress is the KEDA trigger's serverAddress; default a placeholder.
 	PrometheusAddress string
+	// ScrapeJob is the Prometheus job label of the scrape job that reads
+	// this pool's nodes' metrics (node_exporter's textfile collector): the
+	// health trigger counts only that job's nodes, so another pool's ready
+	// nodes cannot hide this pool's outage. Default a placeholder.
+	ScrapeJob string
+	// QueueName is the RabbitMQ queue the work waits in; default a
+	// placeholder.
+	QueueName string
+	// QueueHost is the RabbitMQ scaler's host (amqp:// or amqps:// URL);
+	// default a placeholder.
+	QueueHost string
+	// QueueMetric is the Prometheus metric of the queue's ready messages,
+	// matched on queue="<QueueName>"; default rabbitmq_queue_messages_ready
+	// (RabbitMQ's rabbitmq_prometheus plugin, per-object metrics).
+	QueueMetric string
+	// QueueBacklog is the queue trigger's activationValue: the messages
+	// waiting that the pool is left to absorb before the cloud tier starts
+	// Jobs while the pool is up; default 10. Negative is an error.
+	QueueBacklog int
 	// HealthInterval is how often `nodeprep health` runs on the nodes
 	// (services.nodeprep.health.interval); a node whose last run is older
 	// than three intervals counts as not ready. Zero takes the default,
@@ -107,6 +126,21 @@ func (o *RenderOptions) defaults() {
 	if o.PrometheusAddress == "" {
 		o.PrometheusAddress = "http://" + Placeholder + "-prometheus.monitoring.svc:9090"
 	}
+	if o.ScrapeJob == "" {
+		o.ScrapeJob = Placeholder + "-pool-scrape-job"
+	}
+	if o.QueueName == "" {
+		o.QueueName = Placeholder + "-queue"
+	}
+	if o.QueueHost == "" {
+		o.QueueHost = "amqp://" + Placeholder + "-rabbitmq.queues.svc:5672/"
+	}
+	if o.QueueMetric == "" {
+		o.QueueMetric = DefaultQueueMetric
+	}
+	if o.QueueBacklog == 0 {
+		o.QueueBacklog = 10
+	}
 	if o.HealthInterval == 0 {
 		o.HealthInterval = 5 * time.Minute
 	}
@@ -155,6 +189,19 @@ func Render(opts RenderOptions) ([]Document, error) {
 		if err := CheckInstanceType(it); err != nil {
 			return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: fallback %w", err))
 		}
+	}
+	for _, check := range []func() error{
+		func() error { return CheckScrapeJob(opts.ScrapeJob) },
+		func() error { return CheckQueueName(opts.QueueName) },
+		func() error { return CheckQueueHost(opts.QueueHost) },
+		func() error { return CheckQueueMetric(opts.QueueMetric) },
+	} {
+		if err := check(); err != nil {
+			return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: %w", err))
+		}
+	}
+	if opts.QueueBacklog < 0 {
+		return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: queue backlog %d is negative", opts.QueueBacklog))
 	}
 	if err := CheckPrometheusAddress(opts.PrometheusAddress); err != nil {
 		return nil, fault.Malformed(fmt.Errorf("rendering the cluster manifests: Prometheus address %w", err))
@@ -285,14 +332,14 @@ fallback's nodes need a handler of that name too.`, job); err != nil {
 		return nil, err
 	}
 
-	// The cloud tier: KEDA starts Jobs on the fallback while no pool node is ready.
+	// The cloud tier: KEDA starts Jobs on the fallback for the backlog, or
+	// while work waits and no pool node is ready (docs/cluster.md, "The two
+	// triggers").
 	maxReplicas := int32(opts.MaxGPUs / opts.GPUsPerJob)
 	poll := int32(30)
 	cloud := podSpec(false)
 	cloud.NodeSelector = map[string]string{p.Label.Key: p.Label.Value, LabelGPUReady: "true", labelNodePool: npName}
 	stale := int64((3 * opts.HealthInterval).Seconds())
-	query := fmt.Sprintf("((count((%s == 1) and ((time() - nodeprep_last_run_timestamp_seconds) < %d)) or vector(0)) == bool 0) * %d",
-		MetricReady, stale, maxReplicas)
 	sj := ScaledJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: KEDAAPIVersion, Kind: KindScaledJob},
 		ObjectMeta: metav1.ObjectMeta{Name: npName, Namespace: opts.Namespace},
@@ -300,25 +347,41 @@ fallback's nodes need a handler of that name too.`, job); err != nil {
 			JobTargetRef:    &batchv1.JobSpec{BackoffLimit: &backoff, Template: corev1.PodTemplateSpec{Spec: cloud}},
 			PollingInterval: &poll,
 			MaxReplicaCount: &maxReplicas,
-			ScalingStrategy: &ScalingStrategy{MultipleScalersCalculation: "min"},
+			ScalingStrategy: &ScalingStrategy{MultipleScalersCalculation: "max"},
 			Triggers: []ScaleTrigger{{
+				Type: "rabbitmq",
+				Name: TriggerBacklog,
+				Metadata: map[string]string{
+					"host":            opts.QueueHost,
+					"protocol":        "amqp",
+					"queueName":       opts.QueueName,
+					"mode":            "QueueLength",
+					"value":           "1",
+					"activationValue": fmt.Sprint(opts.QueueBacklog),
+				},
+			}, {
 				Type: "prometheus",
-				Name: "pool-down",
+				Name: TriggerPoolDown,
 				Metadata: map[string]string{
 					"serverAddress":       opts.PrometheusAddress,
-					"query":               query,
+					"query":               PoolDownQuery(opts.ScrapeJob, opts.QueueMetric, opts.QueueName, stale),
 					"threshold":           "1",
 					"activationThreshold": "0",
 				},
 			}},
 		},
 	}
-	if err := add("scaledjob.yaml", fmt.Sprintf(`The cloud tier: a KEDA ScaledJob whose Jobs run on the fallback NodePool %s.
-Trigger pool-down: %d (maxReplicaCount, the spend cap) while no pool node has %s 1 from a
-nodeprep run younger than %s (3 health intervals); 0 otherwise. node_exporter's textfile collector
-exports the metrics from the nodes.
-ADD YOUR QUEUE TRIGGER (the work waiting) to spec.triggers: multipleScalersCalculation min then
-starts min(queue length, %d) Jobs, and only while the pool is down.`, npName, maxReplicas, MetricReady, shortDuration(3*opts.HealthInterval), maxReplicas), sj); err != nil {
+	if err := add("scaledjob.yaml", fmt.Sprintf(`The cloud tier: a KEDA ScaledJob whose Jobs run on the fallback NodePool %s, one
+message each, at most %d at once (maxReplicaCount, the spend cap). Two triggers, and KEDA
+starts as many Jobs as the larger asks (multipleScalersCalculation max):
+- %s (RabbitMQ queue %s): the queue length, once more than %d messages wait (the
+  backlog the pool is left to absorb);
+- %s (Prometheus): the queue's ready messages (%s{queue=...}), but only while no node of
+  the scrape job %s has %s 1 from a nodeprep run younger than %s (3 health intervals);
+  0 otherwise. Without work waiting it is 0 however broken the pool is.
+node_exporter's textfile collector exports nodeprep's metrics from the nodes; RabbitMQ's
+rabbitmq_prometheus plugin (per-object metrics) exports the queue's.`,
+		npName, maxReplicas, TriggerBacklog, opts.QueueName, opts.QueueBacklog, TriggerPoolDown, opts.QueueMetric, opts.ScrapeJob, MetricReady, shortDuration(3*opts.HealthInterval)), sj); err != nil {
 		return nil, err
 	}
 
@@ -440,12 +503,36 @@ func indent(s, prefix string) string {
 	return b.String()
 }
 
-// markPlaceholders ends every line that holds a Placeholder with a comment.
+// markPlaceholders ends every scalar that holds a Placeholder with a
+// comment. A long scalar the encoder folded over several lines gets the
+// comment after its last line: a comment inside a plain scalar would end
+// it there and break the document.
 func markPlaceholders(data []byte) []byte {
 	lines := bytes.Split(data, []byte("\n"))
-	for i, l := range lines {
-		if bytes.Contains(l, []byte(Placeholder)) {
-			lines[i] = append(l, []byte("  # placeholder: your value")...)
+	mark := map[int]bool{}
+	for i := 0; i < len(lines); i++ {
+		if !bytes.Contains(lines[i], []byte(Placeholder)) {
+			continue
+		}
+		// The key's column: past the indentation and any "- " of a list item.
+		key := len(lines[i]) - len(bytes.TrimLeft(lines[i], " "))
+		for bytes.HasPrefix(lines[i][key:], []byte("- ")) {
+			key += 2
+		}
+		end := i
+		for end+1 < len(lines) {
+			next := lines[end+1]
+			if len(bytes.TrimSpace(next)) == 0 || len(next)-len(bytes.TrimLeft(next, " ")) <= key {
+				break
+			}
+			end++
+		}
+		mark[end] = true
+		i = end
+	}
+	for i := range lines {
+		if mark[i] {
+			lines[i] = append(lines[i], []byte("  # placeholder: your value")...)
 		}
 	}
 	return bytes.Join(lines, []byte("\n"))

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -51,6 +52,10 @@ func (c *checker) triggerRows(base Row, triggers []ScaleTrigger, requireReady bo
 			}
 			if ref.Name == MetricReady {
 				ready = true
+				if len(ref.Labels) == 0 {
+					why = append(why, fmt.Sprintf("trigger %d: %s selects no pool: every pool's nodes count, so one pool's ready nodes hide another's outage", i+1, MetricReady))
+					fixes = append(fixes, fmt.Sprintf(`match %s on the scrape job of this pool's nodes, e.g. %s{job="gpu-pool-a"} (nodeprep cluster render --scrape-job writes it)`, MetricReady, MetricReady))
+				}
 			}
 			for _, l := range ref.Labels {
 				if !slices.Contains(labels, l) && !slices.Contains(targetLabels, l) {
@@ -60,6 +65,11 @@ func (c *checker) triggerRows(base Row, triggers []ScaleTrigger, requireReady bo
 				}
 			}
 		}
+	}
+	if requireReady && !slices.ContainsFunc(triggers, isWorkTrigger) {
+		judged = true
+		why = append(why, "no trigger on the work waiting (a queue's scaler): with only the health trigger KEDA starts maxReplicaCount Jobs whenever the pool is down, with or without work")
+		fixes = append(fixes, "add your queue's trigger, e.g. type rabbitmq with mode QueueLength (nodeprep cluster render --queue-name --queue-host writes one), and multipleScalersCalculation max")
 	}
 	if requireReady && !ready {
 		judged = true
@@ -77,6 +87,13 @@ func (c *checker) triggerRows(base Row, triggers []ScaleTrigger, requireReady bo
 	}
 	row.Cells = []Cell{cell}
 	return []Row{row}
+}
+
+// isWorkTrigger reports whether t scales on the work waiting: any scaler
+// but prometheus (a queue's: rabbitmq, kafka, aws-sqs-queue, …), or a
+// prometheus trigger whose query names none of nodeprep's metrics.
+func isWorkTrigger(t ScaleTrigger) bool {
+	return t.Type != "prometheus" || len(MetricRefs(t.Metadata["query"])) == 0
 }
 
 // MetricRef is one nodeprep_ metric a PromQL query names, with the label
@@ -262,4 +279,44 @@ func sortedKeys(m map[string][]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// The names render gives the ScaledJob's two triggers.
+const (
+	// TriggerBacklog is the queue trigger: the work waiting.
+	TriggerBacklog = "queue-backlog"
+	// TriggerPoolDown is the health trigger: the work waiting while the
+	// pool is down.
+	TriggerPoolDown = "pool-down"
+)
+
+// DefaultQueueMetric is the Prometheus metric of a RabbitMQ queue's ready
+// messages, labelled queue and vhost, as RabbitMQ's rabbitmq_prometheus
+// plugin exports it with per-object metrics (its /metrics/per-object
+// endpoint, or prometheus.return_per_object_metrics = true).
+const DefaultQueueMetric = "rabbitmq_queue_messages_ready"
+
+var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// CheckQueueMetric checks RenderOptions.QueueMetric: a Prometheus metric
+// name ([a-zA-Z_:][a-zA-Z0-9_:]*, Prometheus docs "Metric names and
+// labels"). The error says why.
+func CheckQueueMetric(s string) error {
+	if !metricName.MatchString(s) {
+		return fmt.Errorf("queue metric %q: want a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)", s)
+	}
+	return nil
+}
+
+// PoolDownQuery is the health trigger's PromQL: the messages ready in
+// queue (queueMetric{queue="<queue>"}, summed over vhosts, 0 when
+// absent) times 1 while no node of the scrape job job reports
+// nodeprep_ready 1 from a run younger than staleSeconds, and times 0
+// otherwise. It is 0 with no work waiting however broken the pool is, and
+// it counts only the pool it guards: another pool's ready nodes (another
+// scrape job) do not hide this one's outage. job, queue and queueMetric
+// must pass CheckScrapeJob, CheckQueueName and CheckQueueMetric.
+func PoolDownQuery(job, queueMetric, queue string, staleSeconds int64) string {
+	return fmt.Sprintf(`(sum(%s{queue=%q}) or vector(0)) * ((count((%s{job=%q} == 1) and ((time() - nodeprep_last_run_timestamp_seconds{job=%q}) < %d)) or vector(0)) == bool 0)`,
+		queueMetric, queue, MetricReady, job, job, staleSeconds)
 }

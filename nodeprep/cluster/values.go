@@ -147,3 +147,51 @@ func CheckDuration(what string, d time.Duration, zeroOK bool) error {
 	}
 	return nil
 }
+
+// CheckQueueHost checks RenderOptions.QueueHost: an absolute amqp:// or
+// amqps:// URL with a host, the form KEDA's RabbitMQ scaler takes in its
+// host parameter with protocol amqp (KEDA docs, scalers/rabbitmq-queue),
+// parsed with net/url. The error says why; it does not repeat a password
+// the URL holds.
+func CheckQueueHost(s string) error {
+	u, err := url.Parse(s)
+	shown := strconv.Quote(s)
+	if err == nil && u.User != nil {
+		shown = strconv.Quote(u.Redacted())
+	}
+	switch {
+	case err != nil:
+		return errors.New("the queue host is not a URL")
+	case u.Scheme != "amqp" && u.Scheme != "amqps":
+		return fmt.Errorf("%s: want an absolute amqp:// or amqps:// URL, e.g. amqp://rabbitmq.queues.svc:5672/", shown)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%s: the URL has no host", shown)
+	}
+	return nil
+}
+
+// CheckQueueName checks RenderOptions.QueueName: RabbitMQ allows any
+// UTF-8 queue name up to 255 bytes; render also refuses whitespace,
+// control characters, quotes and backslashes, because the name goes into
+// a PromQL label matcher of the health trigger. The error says why.
+func CheckQueueName(s string) error { return checkMatcherValue("queue name", s, 255) }
+
+// CheckScrapeJob checks RenderOptions.ScrapeJob, the value of a Prometheus
+// job label: non-empty, at most 253 bytes, without whitespace, control
+// characters, quotes or backslashes (it goes into a PromQL label matcher).
+// The error says why.
+func CheckScrapeJob(s string) error { return checkMatcherValue("scrape job", s, 253) }
+
+func checkMatcherValue(what, s string, max int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s %q is empty", what, s)
+	case len(s) > max:
+		return fmt.Errorf("%s %s is %d bytes, at most %d", what, strconv.Quote(s), len(s), max)
+	case strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("\"'`\\", r)
+	}) >= 0:
+		return fmt.Errorf("%s %s: whitespace, control characters, quotes or backslashes", what, strconv.Quote(s))
+	}
+	return nil
+}

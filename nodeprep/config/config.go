@@ -184,6 +184,16 @@ type ClusterConfig struct {
 	// PrometheusAddress is the KEDA prometheus trigger's serverAddress;
 	// empty: a placeholder.
 	PrometheusAddress string `yaml:"prometheusAddress" json:"prometheusAddress"`
+	// ScrapeJob is the Prometheus job label of the scrape job that reads
+	// this pool's nodes' metrics: the health trigger selects the pool by
+	// it. Empty: a placeholder.
+	ScrapeJob string `yaml:"scrapeJob" json:"scrapeJob"`
+	// QueueName is the RabbitMQ queue the cloud tier's work waits in.
+	// Empty: a placeholder.
+	QueueName string `yaml:"queueName" json:"queueName"`
+	// QueueHost is the RabbitMQ scaler's host, an amqp:// or amqps:// URL
+	// (KEDA docs, scalers/rabbitmq-queue). Empty: a placeholder.
+	QueueHost string `yaml:"queueHost" json:"queueHost"`
 }
 
 // Default returns the defaults of every field. arch is the host

@@ -256,6 +256,14 @@ func (a *API) Get(ctx context.Context, path string, out any) error {
 	return a.do(ctx, http.MethodGet, path, "", nil, out)
 }
 
+// Do sends one request: in (if not nil) marshalled to JSON with content
+// type ctype, the success's body decoded into out (if not nil). Errors as
+// Get's; a non-2xx status is an *APIError. The drill uses it to cordon,
+// mark and restore Nodes and to create and delete its canary.
+func (a *API) Do(ctx context.Context, method, path, ctype string, in, out any) error {
+	return a.do(ctx, method, path, ctype, in, out)
+}
+
 // Node is the name of the Node this client may change.
 func (c *Client) Node() string { return c.node }
 

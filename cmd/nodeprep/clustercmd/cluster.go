@@ -99,7 +99,7 @@ both in bin/, the Nix package in $out/bin). 'nodeprep cluster ...' runs it
 with the same arguments; without it, it exits 69 naming the file it
 looked for.`,
 	}
-	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env), newCheckNodeCommand(env))
+	cmd.AddCommand(newClusterRenderCommand(env), newClusterCheckCommand(env), newCheckNodeCommand(env), newClusterDrillCommand(env))
 	return cmd
 }
 
@@ -113,6 +113,10 @@ type clusterRenderOptions struct {
 	capacityTypes         []string
 	nodeClass             string
 	prometheus            string
+	scrapeJob             string
+	queueName, queueHost  string
+	queueMetric           string
+	queueBacklog          int
 	healthInterval        time.Duration
 	consolidateAfter      time.Duration
 }
@@ -126,9 +130,11 @@ func newClusterRenderCommand(env *app.Env) *cobra.Command {
 cluster half of the node contract as multi-document YAML on stdout, or one file
 each under --out DIR: the NVIDIA device plugin chart's values, an example GPU
 Job with the workload snippet, a KEDA ScaledJob for the cloud tier that starts
-Jobs while no pool node reports nodeprep_ready 1, and a Karpenter NodePool for
+Jobs for the queue's backlog (RabbitMQ) and, while work waits, when no node of
+the pool's scrape job reports nodeprep_ready 1, and a Karpenter NodePool for
 the fallback. Values only you know (node class, instance types, Prometheus
-address, image) are REPLACE_ME placeholders, each marked with a comment.
+address, scrape job, queue, image) are REPLACE_ME placeholders, each marked
+with a comment.
 
 -o json prints the documents as one JSON list instead (without the comments;
 check reads it back); -o yaml is the YAML stream, as text. --out writes YAML
@@ -149,6 +155,11 @@ none.`,
 	f.StringSliceVar(&o.capacityTypes, "capacity-types", []string{"on-demand"}, "karpenter.sh/capacity-type values: on-demand, spot, reserved")
 	f.StringVar(&o.nodeClass, "node-class", "", "the NodePool's nodeClassRef as group/kind/name, e.g. karpenter.k8s.aws/EC2NodeClass/default (default cluster.nodeClass, else a placeholder)")
 	f.StringVar(&o.prometheus, "prometheus-address", "", "the KEDA trigger's Prometheus serverAddress (default cluster.prometheusAddress, else a placeholder)")
+	f.StringVar(&o.scrapeJob, "scrape-job", "", "the Prometheus job label of the scrape job that reads this pool's nodes' metrics: the health trigger counts only them (default cluster.scrapeJob, else a placeholder)")
+	f.StringVar(&o.queueName, "queue-name", "", "the RabbitMQ queue the work waits in (default cluster.queueName, else a placeholder)")
+	f.StringVar(&o.queueHost, "queue-host", "", "the RabbitMQ server for KEDA's queue trigger, an amqp:// or amqps:// URL (default cluster.queueHost, else a placeholder; keep credentials in a TriggerAuthentication, see docs/cluster.md)")
+	f.StringVar(&o.queueMetric, "queue-metric", cluster.DefaultQueueMetric, "the Prometheus metric of the queue's ready messages, matched on queue=<queue-name>")
+	f.IntVar(&o.queueBacklog, "queue-backlog", 10, "messages waiting that the pool is left to absorb before the queue trigger starts cloud Jobs (its activationValue), 1 or more")
 	f.DurationVar(&o.healthInterval, "health-interval", 5*time.Minute, "services.nodeprep.health.interval, positive: a node silent for 3 intervals counts as down")
 	f.DurationVar(&o.consolidateAfter, "consolidate-after", 5*time.Minute, "how long an empty fallback node lives (NodePool disruption.consolidateAfter; 0s removes it at once)")
 	return cmd
@@ -188,6 +199,30 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, env *app.Env) error {
 			return badValue(env, fs, "prometheus-address", "cluster.prometheusAddress", err)
 		}
 	}
+	scrapeJob := app.FlagOr(fs, "scrape-job", o.scrapeJob, cc.ScrapeJob)
+	if scrapeJob != "" || fs.Changed("scrape-job") {
+		if err := cluster.CheckScrapeJob(scrapeJob); err != nil {
+			return badValue(env, fs, "scrape-job", "cluster.scrapeJob", err)
+		}
+	}
+	queueName := app.FlagOr(fs, "queue-name", o.queueName, cc.QueueName)
+	if queueName != "" || fs.Changed("queue-name") {
+		if err := cluster.CheckQueueName(queueName); err != nil {
+			return badValue(env, fs, "queue-name", "cluster.queueName", err)
+		}
+	}
+	queueHost := app.FlagOr(fs, "queue-host", o.queueHost, cc.QueueHost)
+	if queueHost != "" || fs.Changed("queue-host") {
+		if err := cluster.CheckQueueHost(queueHost); err != nil {
+			return badValue(env, fs, "queue-host", "cluster.queueHost", err)
+		}
+	}
+	if err := cluster.CheckQueueMetric(o.queueMetric); err != nil {
+		return fault.Usage(fmt.Errorf("--queue-metric: %w", err))
+	}
+	if o.queueBacklog < 1 {
+		return fault.Usage(fmt.Errorf("--queue-backlog %d: want 1 or more", o.queueBacklog))
+	}
 	// --max-gpus has no flag default, so that help says its default once.
 	maxGPUs := o.maxGPUs
 	if !fs.Changed("max-gpus") {
@@ -211,6 +246,11 @@ func (o *clusterRenderOptions) run(cmd *cobra.Command, env *app.Env) error {
 		CapacityTypes:         o.capacityTypes,
 		NodeClass:             nc,
 		PrometheusAddress:     prometheus,
+		ScrapeJob:             scrapeJob,
+		QueueName:             queueName,
+		QueueHost:             queueHost,
+		QueueMetric:           o.queueMetric,
+		QueueBacklog:          o.queueBacklog,
 		HealthInterval:        o.healthInterval,
 		ConsolidateAfter:      &o.consolidateAfter,
 	})

@@ -92,7 +92,7 @@ func TestClusterRender(t *testing.T) {
 			t.Parallel()
 			cfg := filepath.Join(clusterCorpus, seed, "config.yaml")
 			out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--arch", "amd64",
-				"--fallback-instance-types", "g5.xlarge,g5.2xlarge", "--max-gpus", "8", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
+				"--fallback-instance-types", "g5.xlarge,g5.2xlarge", "--max-gpus", "8", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--scrape-job", "gpu-pool", "--queue-name", "gpu-jobs", "--queue-host", "amqp://rabbitmq.queues.svc:5672/", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
 			if code != 0 {
 				t.Fatalf("render: exit %d\n%s", code, errOut)
 			}
@@ -109,7 +109,7 @@ func TestClusterRenderOut(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "out")
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
-	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--scrape-job", "gpu-pool", "--queue-name", "gpu-jobs", "--queue-host", "amqp://rabbitmq.queues.svc:5672/", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, f := range []string{"device-plugin-values.yaml", "job.yaml", "scaledjob.yaml", "nodepool.yaml"} {
@@ -248,7 +248,7 @@ func TestClusterCheckDirWithConfig(t *testing.T) {
 func TestClusterRenderOutput(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
-	nc := []string{"--node-class=karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address=http://prometheus.monitoring.svc:9090", "--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge"}
+	nc := []string{"--node-class=karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address=http://prometheus.monitoring.svc:9090", "--scrape-job=gpu-pool", "--queue-name=gpu-jobs", "--queue-host=amqp://rabbitmq.queues.svc:5672/", "--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge"}
 	text, _, code := clusterRun(t, "", append([]string{"--config", cfg, "cluster", "render"}, nc...)...)
 	if code != 0 {
 		t.Fatalf("render: exit %d", code)
@@ -498,6 +498,14 @@ func TestClusterRenderBadValues(t *testing.T) {
 		{[]string{"--config", config("  prometheusAddress: not a url\n")}, 65, `cluster.prometheusAddress: "not a url": want an absolute http:// or https:// URL`},
 		{[]string{"--config", config("  prometheusAddress: http://\n")}, 65, `cluster.prometheusAddress: "http://": the URL has no host`},
 		{[]string{"--config", config("  nodeClass: a/b\n")}, 65, `cluster.nodeClass: "a/b": want group/kind/name`},
+		{[]string{"--config", config("  queueHost: http://rabbitmq:15672\n")}, 65, `cluster.queueHost: "http://rabbitmq:15672": want an absolute amqp:// or amqps:// URL`},
+		{[]string{"--config", config("  queueName: \"a b\"\n")}, 65, `cluster.queueName: queue name "a b": whitespace`},
+		{[]string{"--config", config("  scrapeJob: 'j\"'\n")}, 65, `cluster.scrapeJob: scrape job "j\"": whitespace, control characters, quotes`},
+		{[]string{"--config", good, "cluster", "render", "--queue-host", "amqp://u:pw@"}, 2, `--queue-host: "amqp://u:xxxxx@": the URL has no host`},
+		{[]string{"--config", good, "cluster", "render", "--queue-name", ""}, 2, `--queue-name: queue name "" is empty`},
+		{[]string{"--config", good, "cluster", "render", "--scrape-job", "a b"}, 2, `--scrape-job: scrape job "a b": whitespace`},
+		{[]string{"--config", good, "cluster", "render", "--queue-metric", "a-b"}, 2, `--queue-metric: queue metric "a-b": want a Prometheus metric name`},
+		{[]string{"--config", good, "cluster", "render", "--queue-backlog", "0"}, 2, `--queue-backlog 0: want 1 or more`},
 		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", "a b"}, 2, `--fallback-instance-types: instance type "a b"`},
 		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", ""}, 2, `--fallback-instance-types "": give one or more`},
 		{[]string{"--config", good, "cluster", "render", "--fallback-instance-types", "a,"}, 2, `--fallback-instance-types: instance type "" is empty`},
@@ -707,7 +715,7 @@ func TestClusterRenderDurations(t *testing.T) {
 	dir := t.TempDir()
 	_, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--consolidate-after", "0s",
 		"--health-interval", "90s", "--capacity-types", "reserved,spot", "--image", "registry.example/gpu/app:1.2",
-		"--name", "train.v2", "--namespace", "ml-jobs", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
+		"--name", "train.v2", "--namespace", "ml-jobs", "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--scrape-job", "gpu-pool", "--queue-name", "gpu-jobs", "--queue-host", "amqp://rabbitmq.queues.svc:5672/", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge")
 	if code != 0 {
 		t.Fatalf("render: exit %d\n%s", code, errOut)
 	}
@@ -737,7 +745,7 @@ func TestClusterCheckBadNodePoolValues(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	dir := t.TempDir()
-	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
+	if _, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--out", dir, "--node-class", "karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address", "http://prometheus.monitoring.svc:9090", "--scrape-job", "gpu-pool", "--queue-name", "gpu-jobs", "--queue-host", "amqp://rabbitmq.queues.svc:5672/", "--image", "registry.example/gpu/app:1.2", "--fallback-instance-types", "g5.xlarge"); code != 0 {
 		t.Fatalf("render: exit %d\n%s", code, errOut)
 	}
 	orig, err := os.ReadFile(filepath.Join(dir, "nodepool.yaml"))

@@ -77,7 +77,7 @@ func TestRealClusterRenderAndLiveCheck(t *testing.T) {
 	installCRDs(t, srv)
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	js, errOut, code := clusterRun(t, "", "--config", cfg, "-o", "json", "cluster", "render",
-		"--node-class=karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address=http://prometheus.monitoring.svc:9090",
+		"--node-class=karpenter.k8s.aws/EC2NodeClass/gpu", "--prometheus-address=http://prometheus.monitoring.svc:9090", "--scrape-job=gpu-pool", "--queue-name=gpu-jobs", "--queue-host=amqp://rabbitmq.queues.svc:5672/",
 		"--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge")
 	if code != 0 {
 		t.Fatalf("render: exit %d\n%s", code, errOut)

@@ -22,7 +22,7 @@ func TestRenderEmitsTheProvenPath(t *testing.T) {
 	}
 	cfg := filepath.Join(clusterCorpus, "seed-sku", "config.yaml")
 	out, errOut, code := clusterRun(t, "", "--config", cfg, "cluster", "render", "--node-class=karpenter.k8s.aws/EC2NodeClass/gpu",
-		"--prometheus-address=http://prometheus.monitoring.svc:9090", "--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge")
+		"--prometheus-address=http://prometheus.monitoring.svc:9090", "--scrape-job=gpu-pool", "--queue-name=gpu-jobs", "--queue-host=amqp://rabbitmq.queues.svc:5672/", "--image=registry.example/gpu/app:1.2", "--fallback-instance-types=g5.xlarge")
 	if code != 0 {
 		t.Fatalf("render: exit %d: %s", code, errOut)
 	}
