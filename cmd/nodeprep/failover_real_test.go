@@ -315,7 +315,8 @@ const upstreamMetricsFile = "nodeprep.prom"
 
 // render runs `nodeprep cluster render` as docs/cluster.md tells a user,
 // each placeholder filled by its flag (the node class, the instance
-// types, Prometheus's address, the image) for this cluster, and returns
+// types, Prometheus's address and the pool's scrape job, the queue's name
+// and host, the image) for this cluster, and returns
 // the directory of the files.
 func (h *hybrid) render() string {
 	h.t.Helper()
@@ -324,6 +325,12 @@ func (h *hybrid) render() string {
 		"--node-class", "karpenter.kwok.sh/KWOKNodeClass/default",
 		"--fallback-instance-types", fallbackType,
 		"--prometheus-address", h.prom.URL,
+		"--scrape-job", scrapeJob,
+		"--queue-name", queueName,
+		// No credentials in the manifest: KEDA's AMQP client logs in as
+		// guest/guest when the URL names no user (amqp091-go's URI
+		// defaults), which RabbitMQ admits from loopback.
+		"--queue-host", strings.Replace(h.mq.AMQP, "guest:guest@", "", 1),
 		"--image", "registry.example/gpu/app:1.0",
 		"--max-gpus", fmt.Sprint(maxGPUs),
 		"--consolidate-after", "10s",
