@@ -13,8 +13,11 @@
 #          in this set.
 #   test   demo's, plus runc (in-container self-test), iproute2 (the veth
 #          pair of the real kubelet's private network namespace), nix-bin
-#          (the Nix checks) and npm (scripts/build-tools.sh installs Deno,
-#          the tests' wgpu, with it)
+#          (the Nix checks), npm (scripts/build-tools.sh installs Deno, the
+#          tests' wgpu, with it), and prometheus, prometheus-node-exporter
+#          and rabbitmq-server (the failover tests run their own instances
+#          on private ports: the packages' services are kept from starting
+#          and disabled)
 #   bench  test's, plus hyperfine, vulkan-tools, mesa-utils-bin and glslang
 set -euo pipefail
 set_=${1:-test}
@@ -25,7 +28,10 @@ demo=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
   libegl1 libegl-dev libegl-mesa0 libglvnd0
 )
-test=("${demo[@]}" runc iproute2 nix-bin time npm)
+test=("${demo[@]}" runc iproute2 nix-bin time npm prometheus prometheus-node-exporter rabbitmq-server)
+# Packages whose system service the tests never use (and whose ports
+# must stay free): not started at install, disabled after.
+services=(prometheus prometheus-node-exporter rabbitmq-server)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
 
 case $set_ in
@@ -56,5 +62,24 @@ if ((${#missing[@]})); then
   "$hb" "install-deps (apt-get update)" $sudo apt-get update -qq
   # With recommends, as on the machines this was proven on (nix-bin wants
   # nix-setup-systemd to lay out /nix).
-  DEBIAN_FRONTEND=noninteractive "$hb" "install-deps (apt-get install)" $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  # invoke-rc.d asks /usr/sbin/policy-rc.d before starting a package's
+  # service (Debian policy 9.3.3.1, invoke-rc.d(8)): 101 forbids it. A
+  # machine with its own policy keeps it.
+  policy=/usr/sbin/policy-rc.d
+  ours=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\ncase "$1" in %s) exit 101 ;; esac\nexit 0\n' "$(IFS='|'; echo "${services[*]}")" |
+      $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    ours=1
+  fi
+  rc=0
+  DEBIAN_FRONTEND=noninteractive "$hb" "install-deps (apt-get install)" $sudo apt-get install -y -qq "${missing[@]}" >/dev/null || rc=$?
+  [ -z "$ours" ] || $sudo rm -f "$policy"
+  ((rc == 0)) || exit "$rc"
+  if [ -d /run/systemd/system ]; then
+    for s in "${services[@]}"; do
+      $sudo systemctl disable --now "$s" >/dev/null 2>&1 || true
+    done
+  fi
 fi

@@ -300,11 +300,21 @@ and tolerate its taints themselves.`, PatchedRuntimeClass), PatchedRuntimeClassO
 			}},
 		}
 		if preferOnPrem {
+			// On-prem first: prefer nodes that are not the fallback
+			// NodePool's. NotIn, not DoesNotExist: Karpenter ignores a pod
+			// with any requirement, preferred ones included, of
+			// karpenter.sh/nodepool DoesNotExist ("configured to not run on
+			// a Karpenter provisioned node", sigs.k8s.io/karpenter
+			// pkg/controllers/provisioning/provisioner.go,
+			// validateKarpenterManagedLabelCanExist), so it would never
+			// launch a node for it. NotIn matches the on-prem nodes (no
+			// such label) alike, and Karpenter drops the preference when
+			// only the fallback can take the pod.
 			ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 				PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 					Weight: 100,
 					Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
-						{Key: labelNodePool, Operator: corev1.NodeSelectorOpDoesNotExist},
+						{Key: labelNodePool, Operator: corev1.NodeSelectorOpNotIn, Values: []string{npName}},
 					}},
 				}},
 			}}
