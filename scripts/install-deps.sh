@@ -22,7 +22,7 @@ list=${2:-}
 demo=(
   gcc make jq
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
-  libegl1 libegl-dev libegl-mesa0 libglvnd0
+  libegl1 libegl-dev libegl-mesa0 libglvnd0 libglvnd-core-dev
 )
 test=("${demo[@]}" runc nix-bin time npm)
 bench=("${test[@]}" hyperfine vulkan-tools mesa-utils-bin glslang-tools)
