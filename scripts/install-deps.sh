@@ -26,7 +26,7 @@ list=${2:-}
 demo=(
   gcc make jq
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
-  libegl1 libegl-dev libegl-mesa0 libglvnd0
+  libegl1 libegl-dev libegl-mesa0 libglvnd0 libglvnd-core-dev
 )
 test=("${demo[@]}" runc iproute2 nix-bin time npm prometheus prometheus-node-exporter rabbitmq-server)
 # Packages whose system service the tests never use (and whose ports

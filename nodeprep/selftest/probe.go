@@ -603,13 +603,20 @@ func eglDeviceOf(i int, d *C.np_egl_device) EGLDevice {
 	if dev.Vendor == "" {
 		dev.Vendor = C.GoString(&d.device_vendor[0])
 	}
+	version := ""
 	if d.gles_major > 0 {
-		dev.GLESVersion = fmt.Sprintf("%d.%d", int(d.gles_major), int(d.gles_minor))
+		version = fmt.Sprintf("%d.%d", int(d.gles_major), int(d.gles_minor))
+	}
+	if dev.API == "OpenGL ES" {
+		dev.GLESVersion = version
 	}
 	if d.failed_step != nil {
 		dev.Error = C.GoString(d.failed_step)
-		if d.gles_major > 0 && d.gles_major < 3 {
+		switch {
+		case dev.GLESVersion != "" && d.gles_major < 3:
 			dev.Error = fmt.Sprintf("the context is OpenGL ES %s, below the 3.0 wgpu's GL backend needs (wgpu-hal/src/gles/adapter.rs; %q)", dev.GLESVersion, dev.GLVersion)
+		case dev.API == "OpenGL" && version != "":
+			dev.Error = fmt.Sprintf("the context is OpenGL %s, below the 3.3 wgpu's GL backend asks for (wgpu-hal/src/gles/egl.rs; %q)", version, dev.GLVersion)
 		}
 		if d.egl_error != 0 {
 			dev.Error += fmt.Sprintf(" failed (EGL error %#04x)", int32(d.egl_error))
@@ -618,7 +625,7 @@ func eglDeviceOf(i int, d *C.np_egl_device) EGLDevice {
 		// the driver has no OpenGL ES 3 context, and wgpu's GL backend
 		// asks for nothing less.
 		if strings.HasPrefix(dev.Error, "eglCreateContext(OpenGL ES 3.0)") && (d.egl_error == 0x3009 || d.egl_error == 0x3004) {
-			dev.Error += ": the driver offers no OpenGL ES 3.0 context, which wgpu's GL backend needs (wgpu-hal/src/gles/egl.rs requests version 3)"
+			dev.Error += ": the driver offers no OpenGL ES 3.0 context (nor desktop OpenGL 3.3), which wgpu's GL backend needs (wgpu-hal/src/gles/egl.rs requests version 3)"
 		}
 	}
 	return dev

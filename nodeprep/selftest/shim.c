@@ -999,26 +999,41 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 		d->failed_step = "EGL_KHR_surfaceless_context not supported";
 		goto out;
 	}
-	// The context wgpu-hal's GL backend makes (wgpu-hal/src/gles/egl.rs):
-	// OpenGL ES through eglBindAPI(EGL_OPENGL_ES_API), version 3
-	// requested (EGL_CONTEXT_MAJOR_VERSION, the same attribute as EGL 1.4's
+	// The context wgpu-hal's GL backend makes (wgpu-hal/src/gles/egl.rs,
+	// Inner::create): desktop OpenGL 3.3 when the display is EGL 1.4 or
+	// newer and EGL_CLIENT_APIS lists "OpenGL", else (or when that context
+	// cannot be made) OpenGL ES with version 3 requested
+	// (EGL_CONTEXT_MAJOR_VERSION, the same attribute as EGL 1.4's
 	// EGL_CONTEXT_CLIENT_VERSION).
-	EGLint gles_attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_NONE};
-	const EGLint *attrs = gles_attrs;
-	EGLint renderable = EGL_OPENGL_ES2_BIT;
-	if (!e->bind_api(EGL_OPENGL_ES_API))
-		EGL_FAIL("eglBindAPI(EGL_OPENGL_ES_API)");
-	d->api = "OpenGL ES";
+	int configless = has_word(dexts, "EGL_KHR_no_config_context") || has_word(dexts, "EGL_MESA_configless_context");
 	EGLConfig cfg = EGL_NO_CONFIG_KHR;
-	if (!has_word(dexts, "EGL_KHR_no_config_context") && !has_word(dexts, "EGL_MESA_configless_context")) {
-		EGLint cattrs[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_RENDERABLE_TYPE, renderable, EGL_NONE};
+	if ((d->major > 1 || (d->major == 1 && d->minor >= 4)) && has_word(d->client_apis, "OpenGL") && e->bind_api(EGL_OPENGL_API)) {
+		EGLint gl_attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 3, EGL_NONE};
+		EGLint cattrs[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_NONE};
 		EGLint ncfg = 0;
-		if (!e->choose_config(dpy, cattrs, &cfg, 1, &ncfg) || ncfg < 1)
-			EGL_FAIL("eglChooseConfig");
+		if (configless || (e->choose_config(dpy, cattrs, &cfg, 1, &ncfg) && ncfg > 0))
+			ctx = e->create_context(dpy, cfg, EGL_NO_CONTEXT, gl_attrs);
+		if (ctx != EGL_NO_CONTEXT)
+			d->api = "OpenGL";
+		else
+			e->get_error(); // wgpu falls back to OpenGL ES: so does the probe
 	}
-	ctx = e->create_context(dpy, cfg, EGL_NO_CONTEXT, attrs);
-	if (ctx == EGL_NO_CONTEXT)
-		EGL_FAIL("eglCreateContext(OpenGL ES 3.0)");
+	if (ctx == EGL_NO_CONTEXT) {
+		EGLint gles_attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_NONE};
+		if (!e->bind_api(EGL_OPENGL_ES_API))
+			EGL_FAIL("eglBindAPI(EGL_OPENGL_ES_API)");
+		d->api = "OpenGL ES";
+		cfg = EGL_NO_CONFIG_KHR;
+		if (!configless) {
+			EGLint cattrs[] = {EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_RENDERABLE_TYPE, EGL_OPENGL_ES2_BIT, EGL_NONE};
+			EGLint ncfg = 0;
+			if (!e->choose_config(dpy, cattrs, &cfg, 1, &ncfg) || ncfg < 1)
+				EGL_FAIL("eglChooseConfig");
+		}
+		ctx = e->create_context(dpy, cfg, EGL_NO_CONTEXT, gles_attrs);
+		if (ctx == EGL_NO_CONTEXT)
+			EGL_FAIL("eglCreateContext(OpenGL ES 3.0)");
+	}
 	if (!e->make_current(dpy, EGL_NO_SURFACE, EGL_NO_SURFACE, ctx))
 		EGL_FAIL("eglMakeCurrent(EGL_NO_SURFACE)");
 	current = 1;
@@ -1032,11 +1047,15 @@ void np_egl_probe_device(np_egl *e, int index, np_egl_device *d)
 	copy_str(d->gl_version, sizeof d->gl_version, (const char *)gl_get_string(0x1F02));  // GL_VERSION
 	if (d->gl_renderer[0] == '\0')
 		d->failed_step = "glGetString(GL_RENDERER) returned nothing";
-	// "OpenGL ES 3.2 Mesa 22.3.6" (OpenGL ES 3.2 spec, GetString).
-	if (sscanf(d->gl_version, "OpenGL ES %d.%d", &d->gles_major, &d->gles_minor) != 2)
+	// "OpenGL ES 3.2 Mesa 22.3.6" (OpenGL ES 3.2 spec, GetString),
+	// "4.5 (Core Profile) Mesa 22.3.6" (OpenGL 4.6 spec, GetString).
+	int desktop = strcmp(d->api, "OpenGL") == 0;
+	if (sscanf(d->gl_version, desktop ? "%d.%d" : "OpenGL ES %d.%d", &d->gles_major, &d->gles_minor) != 2)
 		d->gles_major = d->gles_minor = 0;
-	if (d->failed_step == NULL && d->gles_major < 3)
+	if (d->failed_step == NULL && !desktop && d->gles_major < 3)
 		d->failed_step = "the context is below OpenGL ES 3.0";
+	if (d->failed_step == NULL && desktop && (d->gles_major < 3 || (d->gles_major == 3 && d->gles_minor < 3)))
+		d->failed_step = "the context is below OpenGL 3.3";
 	d->context_ms = now_ms() - t;
 
 out:

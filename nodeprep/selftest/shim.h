@@ -124,7 +124,7 @@ typedef struct {
 	char client_apis[NP_STR];
 	const char *api; // "OpenGL" or "OpenGL ES"
 	char gl_vendor[NP_STR], gl_renderer[NP_STR], gl_version[NP_STR];
-	int gles_major, gles_minor; // from GL_VERSION; 0.0 when unparsable
+	int gles_major, gles_minor; // the context's version (of api) from GL_VERSION; 0.0 when unparsable
 	double init_ms, context_ms;
 } np_egl_device;
 
@@ -143,9 +143,10 @@ void np_egl_client_extensions(np_egl *egl, char *out, size_t outlen);
 int np_egl_devices(np_egl *egl, int max, int *count, char *err, size_t errlen);
 
 // np_egl_probe_device opens device index on the device platform, reads its
-// strings, makes a surfaceless, configless OpenGL ES 3 context current as
-// wgpu's GL backend does and reads the GL strings and the GLES version. A
-// context below OpenGL ES 3.0 is a failure. Failures are recorded in dev.
+// strings, makes a surfaceless, configless context current as wgpu's GL
+// backend does (desktop OpenGL 3.3 where EGL offers OpenGL, else OpenGL ES
+// 3) and reads the GL strings and the context's version. A context below
+// OpenGL ES 3.0 (or OpenGL 3.3) is a failure. Failures are recorded in dev.
 void np_egl_probe_device(np_egl *egl, int index, np_egl_device *dev);
 
 #endif

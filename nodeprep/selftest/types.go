@@ -227,9 +227,10 @@ type EGLReport struct {
 }
 
 // EGLDevice is one EGL device opened on EGL_PLATFORM_DEVICE_EXT
-// (EGL_EXT_platform_device) with a surfaceless, configless OpenGL ES 3
-// context, the context wgpu's GL backend makes (EGL_KHR_surfaceless_context,
-// EGL_KHR_no_config_context).
+// (EGL_EXT_platform_device) with a surfaceless, configless context, the
+// one wgpu's GL backend makes (wgpu-hal/src/gles/egl.rs): desktop OpenGL
+// 3.3 where EGL_CLIENT_APIS lists OpenGL, else OpenGL ES 3
+// (EGL_KHR_surfaceless_context, EGL_KHR_no_config_context).
 type EGLDevice struct {
 	Index int `json:"index" yaml:"index"` // position in eglQueryDevicesEXT's list
 	// UUID is EGL_DEVICE_UUID_EXT (EGL_EXT_device_persistent_id) in the
@@ -244,16 +245,18 @@ type EGLDevice struct {
 	// Vendor and Version are the display's EGL_VENDOR and EGL_VERSION.
 	Vendor  string `json:"vendor,omitempty" yaml:"vendor,omitempty"`
 	Version string `json:"version,omitempty" yaml:"version,omitempty"` // EGL_VERSION of the display
-	// API is the client API the context was made for: "OpenGL ES", as
-	// wgpu's GL backend binds it.
+	// API is the client API the context was made for, as wgpu's GL
+	// backend chooses it (wgpu-hal/src/gles/egl.rs): "OpenGL" (a 3.3
+	// context) where EGL_CLIENT_APIS lists it, else "OpenGL ES".
 	API string `json:"api,omitempty" yaml:"api,omitempty"`
 	// GLVendor, GLRenderer and GLVersion are glGetString's answers.
 	GLVendor   string `json:"glVendor,omitempty" yaml:"glVendor,omitempty"`
 	GLRenderer string `json:"glRenderer,omitempty" yaml:"glRenderer,omitempty"` // GL_RENDERER of the context
 	GLVersion  string `json:"glVersion,omitempty" yaml:"glVersion,omitempty"`   // GL_VERSION of the context
-	// GLESVersion is the OpenGL ES version of the context ("3.2"), parsed
-	// from GL_VERSION; wgpu's GL backend needs 3.0 or newer
-	// (wgpu-hal/src/gles/adapter.rs), and a device below it fails.
+	// GLESVersion is the OpenGL ES version of an OpenGL ES context
+	// ("3.2"), parsed from GL_VERSION; wgpu's GL backend needs 3.0 or newer
+	// (wgpu-hal/src/gles/adapter.rs), and a device below it fails. Empty
+	// for a desktop OpenGL context (GLVersion says its version).
 	GLESVersion string `json:"glesVersion,omitempty" yaml:"glesVersion,omitempty"`
 	// Error names the step that failed and the EGL error; empty when a
 	// context was made current and GL answered.

@@ -1,12 +1,14 @@
 package selftest
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
@@ -203,9 +205,10 @@ func TestWGPUFeatures(t *testing.T) {
 }
 
 // wrappedLavapipe returns the environment that makes the fake ICD act as
-// lavapipe with the wgpu-rule fault named (FAKE_VK_FAULT; fakedriver's
-// icd.c), and the fake's library path.
-func wrappedLavapipe(t *testing.T, fault string) (env []string, lib string) {
+// lavapipe with the wgpu-rule faults named (fakedriver.WrapICD, the fault
+// library the differential test against wgpu uses too), and the fake's
+// library path.
+func wrappedLavapipe(t *testing.T, faults ...string) (env []string, lib string) {
 	t.Helper()
 	fakeICD, _ := testkit.FakeDrivers(t)
 	data, err := os.ReadFile(lavapipeICD)
@@ -216,8 +219,8 @@ func wrappedLavapipe(t *testing.T, fault string) (env []string, lib string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return driverEnv("VK_DRIVER_FILES="+fakeICD.Manifest, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL,
-		"FAKE_ICD_WRAP="+real, "FAKE_VK_FAULT="+fault), fakeICD.Lib
+	return driverEnv(append([]string{"VK_DRIVER_FILES=" + fakeICD.Manifest, "__EGL_VENDOR_LIBRARY_FILENAMES=" + mesaEGL},
+		fakedriver.WrapICD(real, faults...)...)...), fakeICD.Lib
 }
 
 // TestWGPURulesOnLavapipe runs the real probe on lavapipe, changed by the
@@ -230,22 +233,22 @@ func TestWGPURulesOnLavapipe(t *testing.T) {
 	requireMesa(t)
 	t.Parallel()
 	tests := []struct {
-		fault     string
+		faults    []string
 		rule      HiddenRule
 		pass      bool
 		fragments []string
 	}{
-		{"", "", true, nil},
-		{"queue-family-0-compute", RuleQueueFamily0Graphics, false, []string{"queue family 0 has no graphics", "COMPUTE|TRANSFER", "expose_adapter"}},
-		{"api-1.0", RuleStorageBufferClass, false, []string{"Vulkan 1.0", "VK_KHR_storage_buffer_storage_class"}},
-		{"api-1.0-no-maintenance1", RuleMaintenance1, false, []string{"VK_KHR_maintenance1"}},
-		{"api-1.0-extensions", "", true, nil},
-		{"conformance-0", RuleConformance, false, []string{"conformance version 0.0.0.0"}},
+		{nil, "", true, nil},
+		{[]string{"queue-family-0-compute"}, RuleQueueFamily0Graphics, false, []string{"queue family 0 has no graphics", "COMPUTE|TRANSFER", "expose_adapter"}},
+		{[]string{"api-1.0", "hide:VK_KHR_storage_buffer_storage_class", "hide:VK_KHR_maintenance1"}, RuleStorageBufferClass, false, []string{"Vulkan 1.0", "VK_KHR_storage_buffer_storage_class"}},
+		{[]string{"api-1.0", "hide:VK_KHR_maintenance1"}, RuleMaintenance1, false, []string{"VK_KHR_maintenance1"}},
+		{[]string{"api-1.0"}, "", true, nil},
+		{[]string{"conformance-0"}, RuleConformance, false, []string{"conformance version 0.0.0.0"}},
 	}
 	for _, tc := range tests {
-		t.Run("fault="+tc.fault, func(t *testing.T) {
+		t.Run("fault="+strings.Join(tc.faults, ","), func(t *testing.T) {
 			t.Parallel()
-			env, _ := wrappedLavapipe(t, tc.fault)
+			env, _ := wrappedLavapipe(t, tc.faults...)
 			r := runProbe(t, simulatedInventory(), WithEnv(env), WithAllowCPUAdapter(true))
 			if len(r.Vulkan.Adapters) != 1 {
 				t.Fatalf("stage %q error %q, %d adapters; want the wrapped lavapipe", r.Vulkan.Stage, r.Vulkan.Error, len(r.Vulkan.Adapters))
@@ -314,29 +317,44 @@ func TestWGPUDeviceFunctionsWithheld(t *testing.T) {
 	}
 }
 
-// TestEGLContextAsWGPU: the EGL probe makes wgpu's GL backend's context,
-// OpenGL ES 3.0 or newer, and reports its version; Mesa limited to GLES
-// 2.0 fails when EGL is required and is a warning when not. The old probe
-// made a desktop GL context and passed.
+// TestEGLContextAsWGPU: the EGL probe makes the context wgpu's GL backend
+// makes (wgpu-hal/src/gles/egl.rs): desktop OpenGL 3.3 where EGL offers
+// OpenGL, else OpenGL ES 3.0 or newer, and reports its version. Mesa with
+// OpenGL ES limited to 2.0 still offers desktop OpenGL, which wgpu takes:
+// it passes (the probe of OpenGL ES alone failed it, where wgpu ran). A
+// driver offering OpenGL ES 2.0 alone (Mesa through the fake EGL vendor,
+// fakedriver.WrapEGL) fails when EGL is required and is a warning when
+// not (the first probe made a desktop GL context of any version and
+// passed it).
 func TestEGLContextAsWGPU(t *testing.T) {
 	requireMesa(t)
 	t.Parallel()
+	_, fakeEGL := testkit.FakeDrivers(t)
+	data, err := os.ReadFile(mesaEGL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesaLib, err := parseICDManifest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gles2 := append([]string{"__EGL_VENDOR_LIBRARY_FILENAMES=" + fakeEGL.Manifest}, fakedriver.WrapEGL(mesaLib, "gles-2-only")...)
 	for _, tc := range []struct {
-		name     string
-		override string
-		require  bool
-		pass     bool
+		name    string
+		env     []string
+		require bool
+		pass    bool
+		api     string
 	}{
-		{"GLES 3", "", true, true},
-		{"GLES 2 required", "2.0", true, false},
-		{"GLES 2 not required", "2.0", false, true},
+		{"Mesa", nil, true, true, "OpenGL"},
+		{"Mesa, GLES override 2.0", []string{"MESA_GLES_VERSION_OVERRIDE=2.0"}, true, true, "OpenGL"},
+		{"Mesa, fake EGL vendor without faults", []string{"__EGL_VENDOR_LIBRARY_FILENAMES=" + fakeEGL.Manifest, "FAKE_EGL_WRAP=" + mesaLib}, true, true, "OpenGL"},
+		{"GLES 2 only, required", gles2, true, false, "OpenGL ES"},
+		{"GLES 2 only, not required", gles2, false, true, "OpenGL ES"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := driverEnv("VK_DRIVER_FILES="+lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL)
-			if tc.override != "" {
-				env = append(env, "MESA_GLES_VERSION_OVERRIDE="+tc.override)
-			}
+			env := driverEnv(append([]string{"VK_DRIVER_FILES=" + lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES=" + mesaEGL}, tc.env...)...)
 			r := runProbe(t, simulatedInventory(), WithEnv(env), WithAllowCPUAdapter(true), WithRequireEGL(tc.require))
 			if r.Passed != tc.pass {
 				t.Fatalf("passed %v, want %v: %+v", r.Passed, tc.pass, r.Reasons)
@@ -345,22 +363,22 @@ func TestEGLContextAsWGPU(t *testing.T) {
 				t.Fatalf("no EGL device: %+v", r.EGL)
 			}
 			d := r.EGL.Devices[0]
-			if d.API != "OpenGL ES" {
-				t.Errorf("context API %q, want OpenGL ES", d.API)
+			if d.API != tc.api {
+				t.Errorf("context API %q, want %q", d.API, tc.api)
 			}
-			if tc.override == "" {
-				if d.GLESVersion < "3.0" || d.Error != "" {
-					t.Errorf("GLES version %q error %q, want 3.0 or newer", d.GLESVersion, d.Error)
+			if tc.api == "OpenGL" {
+				var major, minor int
+				if _, err := fmt.Sscanf(d.GLVersion, "%d.%d", &major, &minor); err != nil || major*10+minor < 33 || d.Error != "" || d.GLESVersion != "" {
+					t.Errorf("GL version %q (GLES %q) error %q, want desktop OpenGL 3.3 or newer", d.GLVersion, d.GLESVersion, d.Error)
 				}
 				return
 			}
-			msgs := r.Warnings
 			if tc.require {
 				wantReason(t, r, ReasonEGLMissingDevice, "OpenGL ES 3.0", "wgpu-hal/src/gles")
 				return
 			}
-			if !slices.ContainsFunc(msgs, func(s string) bool { return strings.Contains(s, "OpenGL ES 3.0") }) {
-				t.Errorf("warnings %q, want one naming OpenGL ES 3.0", msgs)
+			if !slices.ContainsFunc(r.Warnings, func(s string) bool { return strings.Contains(s, "OpenGL ES 3.0") }) {
+				t.Errorf("warnings %q, want one naming OpenGL ES 3.0", r.Warnings)
 			}
 		})
 	}

@@ -5,10 +5,11 @@
 // driver library (libcuda.so.1, its faults from FAKE_CUDA_FAULT), each
 // acting out the fault named by FAKE_FAULT in the child's environment
 // (hang, abort, segv, flood, daemon, message; csrc/fault.h) at the point
-// a real driver's would happen. With FAKE_ICD_WRAP naming a real ICD
-// library (lavapipe), the fake ICD is that driver breaking one of wgpu's
-// adapter rules, chosen by FAKE_VK_FAULT (csrc/icd.c lists them). Only
-// tests and the fault script use it.
+// a real driver's would happen. With a real driver to wrap (WrapICD,
+// WrapEGL), the fake ICD is Mesa's lavapipe breaking the adapter rules
+// wgpu applies and the fake EGL vendor is Mesa's EGL offering only
+// OpenGL ES 2.0: one fault library for the self-test's tests and the
+// differential test against wgpu. Only tests and the fault script use it.
 package fakedriver
 
 import (
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // Mesa returns the manifests of Mesa's lavapipe ICD and of Mesa's EGL
@@ -57,8 +59,13 @@ var sources embed.FS
 
 // The fake libraries.
 const (
-	ICD  = "icd"  // libfake_icd.so: vk_icdNegotiateLoaderICDInterfaceVersion
-	EGL  = "egl"  // libfake_egl.so: __egl_Main
+	// ICD is libfake_icd.so (vk_icdNegotiateLoaderICDInterfaceVersion);
+	// wrapping a real ICD (WrapICD) it needs the Vulkan headers
+	// (libvulkan-dev).
+	ICD = "icd"
+	// EGL is libfake_egl.so (__egl_Main); it needs glvnd's vendor ABI
+	// header (libglvnd-core-dev).
+	EGL  = "egl"
 	NVML = "nvml" // libnvidia-ml.so.1: one GPU, most queries missing
 	// NVMLDGXH200 is libnvidia-ml.so.1 reporting the simulated dgx-h200
 	// (gpu.Simulated): its 8 GPUs' UUIDs, minors, PCI bus ids and names,
@@ -67,14 +74,6 @@ const (
 	// runtime's jit-cdi mode); it acts out no FAKE_FAULT, only the
 	// fabric states of FAKE_NVML_FABRIC (csrc/fabric.h).
 	NVMLDGXH200 = "nvml-dgx-h200"
-	// LvpWrap is libfake_lvpwrap.so, a Vulkan ICD that is Mesa's lavapipe
-	// (the library NP_LVPWRAP_LIB names, loaded at run time) with the
-	// adapter properties wgpu judges changed as NP_LVPWRAP lists
-	// (qf0-compute-only, api-1.0, hide:<extension>, conformance-0,
-	// crash-instance-1.2; csrc/lvpwrap.c): the differential test's
-	// conditions on a real Vulkan implementation. It needs the Vulkan
-	// headers (libvulkan-dev).
-	LvpWrap = "lvpwrap"
 	// CUDA is libcuda.so.1, the CUDA driver API for the simulated dgx-h200
 	// (its UUIDs; the devices whose /dev/nvidia<minor> exist), with a
 	// libnvidia-ptxjitcompiler.so.1 beside it that "compiles" the CUDA
@@ -117,11 +116,33 @@ func CUDADevNodes(dir string, uvm bool, gpus ...int) error {
 // Faults are the values of FAKE_FAULT.
 var Faults = []string{"hang", "abort", "segv", "flood", "daemon", "message"}
 
-// Build compiles the fake named kind (ICD, EGL, NVML, NVMLDGXH200,
-// LvpWrap or CUDA) into dir with the cgo toolchain's gcc and returns the
-// library's path; for ICD, LvpWrap and EGL it also writes the manifest
-// that names the library and returns its path second ("" for the others).
-// CUDA also writes libnvidia-ptxjitcompiler.so.1 beside libcuda.so.1.
+// WrapICD returns the environment (KEY=value) that makes the fake ICD
+// (Build's ICD) the real ICD library real (a path or a name dlopen finds)
+// with the changes faults list, at the points wgpu-hal reads them
+// (csrc/icd.c): "queue-family-0-compute" (family 0 computes but does not
+// draw; the real families follow), "api-1.0" (the device says Vulkan
+// 1.0), "hide:<extension>" (the device lacks it), "conformance-0" (the
+// driver reports conformance 0.0.0.0), "crash-on-wgpu-instance"
+// (vkCreateInstance dies of SIGSEGV for Vulkan 1.3 or wgpu's instance
+// extensions). No fault is the real driver as it is.
+func WrapICD(real string, faults ...string) []string {
+	return []string{"FAKE_ICD_WRAP=" + real, "FAKE_VK_FAULT=" + strings.Join(faults, ",")}
+}
+
+// WrapEGL returns the environment that makes the fake EGL vendor (Build's
+// EGL) the real glvnd vendor library real (Mesa's libEGL_mesa.so.0) with
+// the changes faults list (csrc/egl.c): "gles-2-only" (a driver offering
+// OpenGL ES 2.0 alone: no desktop OpenGL, no context of version 3 or
+// more, GL_VERSION "OpenGL ES 2.0").
+func WrapEGL(real string, faults ...string) []string {
+	return []string{"FAKE_EGL_WRAP=" + real, "FAKE_EGL_FAULT=" + strings.Join(faults, ",")}
+}
+
+// Build compiles the fake named kind (ICD, EGL, NVML, NVMLDGXH200 or
+// CUDA) into dir with the cgo toolchain's gcc and returns the library's
+// path; for ICD and EGL it also writes the manifest that names the library
+// and returns its path second ("" for the others). CUDA also writes
+// libnvidia-ptxjitcompiler.so.1 beside libcuda.so.1.
 func Build(dir, kind string) (lib, manifest string, err error) {
 	if kind == CUDA {
 		return buildCUDA(dir)
@@ -145,7 +166,7 @@ func Build(dir, kind string) (lib, manifest string, err error) {
 	}
 	var m string
 	switch kind {
-	case ICD, LvpWrap:
+	case ICD:
 		m = fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q,"api_version":"1.3.0"}}`, lib)
 	case EGL:
 		m = fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q}}`, lib)

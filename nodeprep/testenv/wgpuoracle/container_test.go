@@ -21,6 +21,7 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest/container"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
@@ -35,7 +36,7 @@ const lvpStore = "/nix/store/0lvp1mesa2lavapipe3stand4in5nvidia6-mesa-lvp"
 type ctrCondition struct {
 	name, what string
 	unpatched  bool     // the spec as generated: no ICD mount
-	wrap       []string // the tree's ICD is lavapipe through fakedriver.LvpWrap with these shapes
+	wrap       []string // the tree's ICD is lavapipe through the fake ICD with these faults (fakedriver.WrapICD)
 	noLoader   bool     // the image has no libvulkan.so.1
 	libMissing bool     // the ICD library the spec mounts is gone from the host
 	pending    string   // as condition.pending
@@ -46,13 +47,10 @@ var ctrCorpus = []ctrCondition{
 	{name: "unpatched", what: "the spec as generated: no ICD manifest in the container", unpatched: true},
 	{name: "no-libvulkan", what: "the image has no libvulkan.so.1", noLoader: true},
 	{name: "icd-library-missing", what: "the ICD library the spec mounts is not on the host", libMissing: true},
-	{name: "qf0-compute-only", what: "queue family 0 without GRAPHICS", wrap: []string{"qf0-compute-only"},
-		pending: "wgpu-hal exposes no adapter whose queue family 0 lacks GRAPHICS"},
-	{name: "api-1.0-no-extensions", what: "apiVersion 1.0 without VK_KHR_storage_buffer_storage_class and VK_KHR_maintenance1", wrap: []string{"api-1.0", "hide:VK_KHR_storage_buffer_storage_class", "hide:VK_KHR_maintenance1", "hide:VK_AMD_negative_viewport_height"},
-		pending: "wgpu-hal hides a 1.0 adapter without VK_KHR_storage_buffer_storage_class"},
+	{name: "qf0-compute-only", what: "queue family 0 computes but does not draw (graphics is family 1)", wrap: []string{"queue-family-0-compute"}},
+	{name: "api-1.0-no-extensions", what: "apiVersion 1.0 without VK_KHR_storage_buffer_storage_class and VK_KHR_maintenance1", wrap: []string{"api-1.0", "hide:VK_KHR_storage_buffer_storage_class", "hide:VK_KHR_maintenance1", "hide:VK_AMD_negative_viewport_height"}},
 	{name: "conformance-0", what: "driver conformance version 0.0.0.0", wrap: []string{"conformance-0"}},
-	{name: "crash-on-wgpu-instance", what: "the ICD aborts in vkCreateInstance for Vulkan 1.2 or newer", wrap: []string{"crash-instance-1.2"},
-		pending: "nodeprep's instance (Vulkan 1.1) is not the one wgpu creates (1.3)"},
+	{name: "crash-on-wgpu-instance", what: "the ICD dies (SIGSEGV) in vkCreateInstance for Vulkan 1.3 or wgpu's instance extensions", wrap: []string{"crash-on-wgpu-instance"}},
 }
 
 // ctrTree builds c's host tree and returns its root.
@@ -62,15 +60,15 @@ func ctrTree(t *testing.T, nodeprep string, f *fixture, c ctrCondition, uuids []
 	testkit.LavapipeHost(t, root, uuids)
 	store := filepath.Join(root, lvpStore)
 	if c.wrap != nil {
-		data, err := os.ReadFile(f.wrap.Lib)
+		data, err := os.ReadFile(f.icd.Lib)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(store, "lib", "libvulkan_lvpwrap.so"), data, 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(store, "lib", "libvulkan_fake.so"), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		m := filepath.Join(store, "share", "vulkan", "icd.d", "nvidia_icd."+machine()+".json")
-		manifest(t, filepath.Dir(m), filepath.Base(m), fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q,"api_version":"1.3.0"}}`, lvpStore+"/lib/libvulkan_lvpwrap.so"))
+		manifest(t, filepath.Dir(m), filepath.Base(m), fmt.Sprintf(`{"file_format_version":"1.0.0","ICD":{"library_path":%q,"api_version":"1.3.0"}}`, lvpStore+"/lib/libvulkan_fake.so"))
 	}
 	if !c.unpatched {
 		if out, err := exec.Command(nodeprep, "--root", root, "cdi", "patch").CombinedOutput(); err != nil {
@@ -78,12 +76,14 @@ func ctrTree(t *testing.T, nodeprep string, f *fixture, c ctrCondition, uuids []
 		}
 	}
 	if c.wrap != nil {
-		// The wrapper loads lavapipe itself: the spec gives the container
-		// that library and the wrapper's environment, as a driver's spec
+		// The fake ICD loads lavapipe itself: the spec gives the container
+		// that library and the fake's environment, as a driver's spec
 		// mounts the libraries its ICD loads.
 		lvp := lvpStore + "/lib/libvulkan_lvp.so"
 		editSpec(t, root, func(edits map[string]any) {
-			edits["env"] = append(asSlice(edits["env"]), "NP_LVPWRAP_LIB="+lvp, "NP_LVPWRAP="+strings.Join(c.wrap, ","))
+			for _, kv := range fakedriver.WrapICD(lvp, c.wrap...) {
+				edits["env"] = append(asSlice(edits["env"]), kv)
+			}
 			edits["mounts"] = append(asSlice(edits["mounts"]), map[string]any{
 				"hostPath": lvp, "containerPath": lvp, "options": []string{"ro", "nosuid", "nodev", "bind"},
 			})

@@ -3,24 +3,21 @@
  * driver.
  *
  * With FAKE_ICD_WRAP naming a real ICD library (Mesa's lavapipe), it is
- * that driver with one change, chosen by FAKE_VK_FAULT, at the point where
- * wgpu-hal's adapter rules read it (wgpu-hal/src/vulkan/adapter.rs,
+ * that driver with the changes FAKE_VK_FAULT lists (comma-separated), each
+ * at the point where wgpu-hal reads it (wgpu-hal/src/vulkan/adapter.rs,
  * Instance::expose_adapter; instance.rs, Instance::init):
  *   queue-family-0-compute  family 0 can compute but not draw; the real
- *                           family (graphics) follows as family 1
- *   api-1.0                 the device says Vulkan 1.0 and lacks
- *                           VK_KHR_storage_buffer_storage_class and
- *                           VK_KHR_maintenance1
- *   api-1.0-no-maintenance1 Vulkan 1.0 with the storage buffer class but
- *                           without VK_KHR_maintenance1
- *   api-1.0-extensions      Vulkan 1.0 with both extensions (wgpu exposes it)
- *   conformance-0           driver properties report conformance 0.0.0.0
+ *                           families (graphics first) follow from 1
+ *   api-1.0                 the device says Vulkan 1.0
+ *   hide:<extension>        the device does not list that extension
+ *   conformance-0           the driver properties (and Vulkan 1.2
+ *                           properties) report conformance 0.0.0.0
  *   crash-on-wgpu-instance  vkCreateInstance dies (SIGSEGV) when asked for
  *                           Vulkan 1.3 or any instance extension of wgpu's
- * Everything else is the real driver's. */
+ * Everything else is the real driver's. Both the self-test's own tests and
+ * the differential test against wgpu (wgpuoracle) use it. */
 #define VK_NO_PROTOTYPES
 #include <dlfcn.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,15 +51,26 @@ static int wrapping(void)
 	return real_gipa != NULL;
 }
 
+/* fault_is says whether FAKE_VK_FAULT's comma-separated list holds what. */
 static int fault_is(const char *what)
 {
-	const char *f = getenv("FAKE_VK_FAULT");
-	return f != NULL && strcmp(f, what) == 0;
+	const char *v = getenv("FAKE_VK_FAULT");
+	size_t n = strlen(what);
+	while (v != NULL && *v) {
+		const char *end = strchr(v, ',');
+		size_t len = end ? (size_t)(end - v) : strlen(v);
+		if (len == n && strncmp(v, what, n) == 0)
+			return 1;
+		v = end ? end + 1 : NULL;
+	}
+	return 0;
 }
 
-static int api10(void)
+static int hidden(const char *ext)
 {
-	return fault_is("api-1.0") || fault_is("api-1.0-no-maintenance1") || fault_is("api-1.0-extensions");
+	char want[VK_MAX_EXTENSION_NAME_SIZE + 8];
+	snprintf(want, sizeof want, "hide:%s", ext);
+	return fault_is(want);
 }
 
 static PFN_vkVoidFunction real_fn(const char *name)
@@ -83,7 +91,11 @@ static VkResult VKAPI_CALL fake_CreateInstance(const VkInstanceCreateInfo *ci, c
 			fprintf(stderr, "fake ICD: instance of Vulkan %u.%u with %u extension(s): crashing\n",
 				VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v), ci->enabledExtensionCount);
 			fflush(stderr);
-			raise(SIGSEGV);
+			/* A real fault, not raise(): a process with a SIGSEGV
+			 * handler (Deno's runtime has one) returns from raise() and
+			 * goes on, where a faulting access kills it. */
+			volatile int *p = (volatile int *)16;
+			*p = 1;
 		}
 	}
 	PFN_vkCreateInstance create = (PFN_vkCreateInstance)real_gipa(NULL, "vkCreateInstance");
@@ -95,11 +107,16 @@ static VkResult VKAPI_CALL fake_CreateInstance(const VkInstanceCreateInfo *ci, c
 
 static void patch_properties(VkPhysicalDeviceProperties *p, void *next)
 {
-	if (api10())
+	if (fault_is("api-1.0"))
 		p->apiVersion = VK_API_VERSION_1_0;
-	for (VkBaseOutStructure *s = next; s != NULL; s = s->pNext)
-		if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES && fault_is("conformance-0"))
+	if (!fault_is("conformance-0"))
+		return;
+	for (VkBaseOutStructure *s = next; s != NULL; s = s->pNext) {
+		if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
 			memset(&((VkPhysicalDeviceDriverProperties *)s)->conformanceVersion, 0, sizeof(VkConformanceVersion));
+		if (s->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES)
+			memset(&((VkPhysicalDeviceVulkan12Properties *)s)->conformanceVersion, 0, sizeof(VkConformanceVersion));
+	}
 }
 
 static void VKAPI_CALL fake_GetPhysicalDeviceProperties(VkPhysicalDevice pd, VkPhysicalDeviceProperties *p)
@@ -112,15 +129,6 @@ static void VKAPI_CALL fake_GetPhysicalDeviceProperties2(VkPhysicalDevice pd, Vk
 {
 	((PFN_vkGetPhysicalDeviceProperties2)real_fn("vkGetPhysicalDeviceProperties2"))(pd, p);
 	patch_properties(&p->properties, p->pNext);
-}
-
-static int stripped(const char *name)
-{
-	if (fault_is("api-1.0"))
-		return strcmp(name, "VK_KHR_storage_buffer_storage_class") == 0 || strcmp(name, "VK_KHR_maintenance1") == 0;
-	if (fault_is("api-1.0-no-maintenance1"))
-		return strcmp(name, "VK_KHR_maintenance1") == 0;
-	return 0;
 }
 
 static VkResult VKAPI_CALL fake_EnumerateDeviceExtensionProperties(VkPhysicalDevice pd, const char *layer, uint32_t *count, VkExtensionProperties *props)
@@ -136,7 +144,7 @@ static VkResult VKAPI_CALL fake_EnumerateDeviceExtensionProperties(VkPhysicalDev
 	r = real(pd, layer, &n, all);
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		if (stripped(all[i].extensionName))
+		if (hidden(all[i].extensionName))
 			continue;
 		if (props != NULL) {
 			if (kept >= *count) {
@@ -152,22 +160,30 @@ static VkResult VKAPI_CALL fake_EnumerateDeviceExtensionProperties(VkPhysicalDev
 	return r < 0 ? r : VK_SUCCESS;
 }
 
-static void VKAPI_CALL fake_GetPhysicalDeviceQueueFamilyProperties(VkPhysicalDevice pd, uint32_t *count, VkQueueFamilyProperties *props)
+/* qf_families fills all (room for 16) with the driver's queue families,
+ * after a compute-only family 0 under queue-family-0-compute, and
+ * returns their number. */
+static uint32_t qf_families(VkPhysicalDevice pd, VkQueueFamilyProperties *all)
 {
 	PFN_vkGetPhysicalDeviceQueueFamilyProperties real = (PFN_vkGetPhysicalDeviceQueueFamilyProperties)real_fn("vkGetPhysicalDeviceQueueFamilyProperties");
-	if (!fault_is("queue-family-0-compute")) {
-		real(pd, count, props);
-		return;
-	}
 	uint32_t n = 0;
 	real(pd, &n, NULL);
-	VkQueueFamilyProperties all[16];
 	if (n > 15)
 		n = 15;
 	real(pd, &n, all + 1);
 	all[0] = all[1];
 	all[0].queueFlags = VK_QUEUE_COMPUTE_BIT | VK_QUEUE_TRANSFER_BIT;
-	n++;
+	return n + 1;
+}
+
+static void VKAPI_CALL fake_GetPhysicalDeviceQueueFamilyProperties(VkPhysicalDevice pd, uint32_t *count, VkQueueFamilyProperties *props)
+{
+	if (!fault_is("queue-family-0-compute")) {
+		((PFN_vkGetPhysicalDeviceQueueFamilyProperties)real_fn("vkGetPhysicalDeviceQueueFamilyProperties"))(pd, count, props);
+		return;
+	}
+	VkQueueFamilyProperties all[16];
+	uint32_t n = qf_families(pd, all);
 	if (props == NULL) {
 		*count = n;
 		return;
@@ -175,6 +191,26 @@ static void VKAPI_CALL fake_GetPhysicalDeviceQueueFamilyProperties(VkPhysicalDev
 	if (*count > n)
 		*count = n;
 	memcpy(props, all, *count * sizeof *props);
+}
+
+/* The same through the Vulkan 1.1 query: the families' own properties
+ * (no pNext structure is filled for the added family 0). */
+static void VKAPI_CALL fake_GetPhysicalDeviceQueueFamilyProperties2(VkPhysicalDevice pd, uint32_t *count, VkQueueFamilyProperties2 *props)
+{
+	if (!fault_is("queue-family-0-compute")) {
+		((PFN_vkGetPhysicalDeviceQueueFamilyProperties2)real_fn("vkGetPhysicalDeviceQueueFamilyProperties2"))(pd, count, props);
+		return;
+	}
+	VkQueueFamilyProperties all[16];
+	uint32_t n = qf_families(pd, all);
+	if (props == NULL) {
+		*count = n;
+		return;
+	}
+	if (*count > n)
+		*count = n;
+	for (uint32_t i = 0; i < *count; i++)
+		props[i].queueFamilyProperties = all[i];
 }
 
 static PFN_vkVoidFunction intercept(const char *name)
@@ -189,6 +225,8 @@ static PFN_vkVoidFunction intercept(const char *name)
 		return (PFN_vkVoidFunction)fake_EnumerateDeviceExtensionProperties;
 	if (strcmp(name, "vkGetPhysicalDeviceQueueFamilyProperties") == 0)
 		return (PFN_vkVoidFunction)fake_GetPhysicalDeviceQueueFamilyProperties;
+	if (strcmp(name, "vkGetPhysicalDeviceQueueFamilyProperties2") == 0 || strcmp(name, "vkGetPhysicalDeviceQueueFamilyProperties2KHR") == 0)
+		return (PFN_vkVoidFunction)fake_GetPhysicalDeviceQueueFamilyProperties2;
 	return NULL;
 }
 
