@@ -97,8 +97,8 @@ func TestClusterForwarding(t *testing.T) {
 	if r := run(t, "", nodeprep, "--config", cfg, "cluster", "render", "--out", out); r.code != 0 {
 		t.Fatalf("render --out: exit %d: %s", r.code, r.stderr)
 	}
-	if files, _ := filepath.Glob(filepath.Join(out, "*.yaml")); len(files) != 4 {
-		t.Errorf("render --out wrote %d files, want 4", len(files))
+	if files, _ := filepath.Glob(filepath.Join(out, "*.yaml")); len(files) != 5 {
+		t.Errorf("render --out wrote %d files, want 5", len(files))
 	}
 	// Other commands stay in nodeprep.
 	if r := run(t, "", nodeprep, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "nodeprep ") {
