@@ -61,7 +61,15 @@ func cudaHost(t *testing.T, host *hostfs.Root, gpus int, uvm, jit bool) {
 		mounts = append(mounts, map[string]any{"hostPath": lvpStore + "/lib/" + l, "containerPath": libdir + "/" + l, "options": []string{"ro", "nosuid", "nodev", "bind"}})
 	}
 	edits["mounts"] = mounts
-	devs, _ := edits["deviceNodes"].([]any)
+	// The lavapipe tree's spec gives the UVM nodes as nvidia-ctk does;
+	// they are dropped here and given back only when uvm.
+	var devs []any
+	all, _ := edits["deviceNodes"].([]any)
+	for _, d := range all {
+		if m, _ := d.(map[string]any); m == nil || !strings.HasPrefix(fmt.Sprint(m["path"]), "/dev/nvidia-uvm") {
+			devs = append(devs, d)
+		}
+	}
 	devs = append(devs, map[string]any{"path": "/dev/nvidiactl"})
 	if uvm {
 		devs = append(devs, map[string]any{"path": "/dev/nvidia-uvm"}, map[string]any{"path": "/dev/nvidia-uvm-tools"})
