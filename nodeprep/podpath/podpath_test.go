@@ -626,7 +626,7 @@ folder, a CUDA pod on 1.17.8 then finds no ` + "`libcuda.so.1`" + `; 1.20.2's ho
 		b.WriteString("\n")
 	}
 	var works []string
-	all := ""
+	all := "\n" // each verdict on a line of its own, so a marker may name a verdict's start
 	for k, v := range results {
 		if v == "works" {
 			works = append(works, k)
@@ -650,7 +650,7 @@ folder, a CUDA pod on 1.17.8 then finds no ` + "`libcuda.so.1`" + `; 1.20.2's ho
 			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
 			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
 			"spec nodeprep patched."},
-		{"libcuda.so.1: cannot open shared object file", "The CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime " +
+		{"\nfails: CUDA: the CUDA driver library libcuda.so.1 cannot be used: libcuda.so.1: cannot open shared object file", "The CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime " +
 			"opens it: the spec mounts `libcuda.so.<version>` into the driver's store folder and leaves the soname link and the " +
 			"linker cache entry to its update-ldcache hook, whose ldconfig did not add that folder."},
 	}
