@@ -61,27 +61,95 @@ func TestRealLdcacheGlibc(t *testing.T) {
 	}
 }
 
+// TestRealLdcacheSoname runs the real update-ldcache hook of both pinned
+// toolkits on the 1.17.8 generator's spec of nixos-h200-ctk117, which mounts
+// libcuda.so.<version> (its SONAME libcuda.so.1) into the driver's store
+// folder and leaves the soname to the hook, with this machine's ldconfig,
+// and reads whether the cache it wrote resolves libcuda.so.1 to that
+// folder. In an image with /etc/ld.so.conf (every Debian and Ubuntu image)
+// both do. In one without it (distroless images) 1.17.8's hook writes the
+// folder into /etc/ld.so.conf.d/ and runs ldconfig -f /etc/ld.so.conf,
+// which reads no drop-in: no libcuda.so.1. 1.20.2's hook creates the file
+// first (NVIDIA/nvidia-container-toolkit#1459).
+func TestRealLdcacheSoname(t *testing.T) {
+	upstream.NeedPrivateMounts(t, "binding mounts")
+	ldconfig, err := exec.LookPath("ldconfig")
+	if err != nil {
+		upstream.Unavailable(t, fmt.Errorf("this machine's ldconfig: %w", err))
+	}
+	const want = nvStore + "/lib/libcuda.so.1"
+	for _, tt := range []struct {
+		toolkit  string
+		ldsoConf bool
+		resolves bool
+	}{
+		{upstream.Toolkit117, true, true},
+		{upstream.Toolkit117, false, false},
+		{upstream.Toolkit120, true, true},
+		{upstream.Toolkit120, false, true},
+	} {
+		t.Run(fmt.Sprintf("%s/ld.so.conf=%v", tt.toolkit, tt.ldsoConf), func(t *testing.T) {
+			hook := upstream.Tool(t, tt.toolkit, "nvidia-cdi-hook")
+			root := hostTree(t, "nixos-h200-ctk117")
+			_, spec := loadSpec(t, root)
+			out := runLdcacheHook(t, root, spec, hook, ldconfig, tt.ldsoConf, func(string) {})
+			got := cacheEntry(out, "libcuda.so.1")
+			if (got == want) != tt.resolves {
+				t.Errorf("libcuda.so.1 in the cache: %q; want resolved to %s: %v\n%s", got, want, tt.resolves, out)
+			}
+		})
+	}
+}
+
 // firstLibc lays the spec's top-level mounts over a container root whose
-// image has libc (as /lib/x86_64-linux-gnu/libc.so.6), in a new mount
-// namespace, runs the spec's update-ldcache hook with the real hook
+// image has libc (as /lib/x86_64-linux-gnu/libc.so.6) and Debian's linker
+// configuration, runs the spec's update-ldcache hook with the real hook
 // program, and returns where the first libc.so.6 of the linker cache it
 // wrote points, and the combined output.
 func firstLibc(t *testing.T, root *hostfs.Root, spec *specs.Spec, hook, ldconfig, libc string) (string, string) {
 	t.Helper()
+	out := runLdcacheHook(t, root, spec, hook, ldconfig, true, func(rootfs string) {
+		copyFile(t, libc, filepath.Join(rootfs, "lib/x86_64-linux-gnu/libc.so.6"))
+	})
+	return cacheEntry(out, "libc.so.6"), out
+}
+
+// cacheEntry returns where the first entry for soname in ldconfig -p's
+// output points, or "" when there is none.
+func cacheEntry(out, soname string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if name, target, ok := strings.Cut(strings.TrimSpace(line), " => "); ok && strings.HasPrefix(name, soname+" ") {
+			return target
+		}
+	}
+	return ""
+}
+
+// runLdcacheHook lays the spec's top-level /nix/store mounts over a
+// container root in a new mount namespace, runs the spec's update-ldcache
+// hook with the real hook program and returns the combined output, ending
+// with ldconfig -p of the linker cache the hook wrote. The image has
+// Debian's ld.so.conf.d/ and its own cache (toolkit 1.17 updates only a
+// cache the image has), and Debian's top-level /etc/ld.so.conf when
+// ldsoConf is set (a distroless image has none); image adds its files.
+func runLdcacheHook(t *testing.T, root *hostfs.Root, spec *specs.Spec, hook, ldconfig string, ldsoConf bool, image func(rootfs string)) string {
+	t.Helper()
 	bundle := t.TempDir()
 	rootfs := filepath.Join(bundle, "rootfs")
-	copyFile(t, libc, filepath.Join(rootfs, "lib/x86_64-linux-gnu/libc.so.6"))
 	if err := os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	image(rootfs)
 	writeHookBundle(t, bundle)
 	var sh strings.Builder
 	sh.WriteString("set -e\n")
-	// The image's linker configuration as Debian's has it, and its own
-	// cache (toolkit 1.17 updates only a cache the image has); its root a
+	// The image's linker configuration as Debian's has it; its root a
 	// mount point, as a runtime's is (the hook's pivot_root needs it).
-	fmt.Fprintf(&sh, "mkdir -p '%[1]s/etc/ld.so.conf.d'\nprintf 'include /etc/ld.so.conf.d/*.conf\\n' > '%[1]s/etc/ld.so.conf'\n", rootfs)
-	fmt.Fprintf(&sh, "printf '/usr/local/lib/x86_64-linux-gnu\\n/lib/x86_64-linux-gnu\\n/usr/lib/x86_64-linux-gnu\\n' > '%[1]s/etc/ld.so.conf.d/x86_64-linux-gnu.conf'\n'%[2]s' -r '%[1]s'\n", rootfs, ldconfig)
+	fmt.Fprintf(&sh, "mkdir -p '%[1]s/etc/ld.so.conf.d'\n", rootfs)
+	if ldsoConf {
+		fmt.Fprintf(&sh, "printf 'include /etc/ld.so.conf.d/*.conf\\n' > '%[1]s/etc/ld.so.conf'\n", rootfs)
+	}
+	fmt.Fprintf(&sh, "printf '/usr/local/lib/x86_64-linux-gnu\\n/lib/x86_64-linux-gnu\\n/usr/lib/x86_64-linux-gnu\\n' > '%[1]s/etc/ld.so.conf.d/x86_64-linux-gnu.conf'\n'%[2]s' -r '%[1]s' 2>/dev/null\n", rootfs, ldconfig)
 	fmt.Fprintf(&sh, "mount --bind '%[1]s' '%[1]s'\n", rootfs)
 	for _, m := range spec.ContainerEdits.Mounts {
 		if !strings.HasPrefix(m.ContainerPath, "/nix/store/") {
@@ -113,12 +181,7 @@ func firstLibc(t *testing.T, root *hostfs.Root, spec *specs.Spec, hook, ldconfig
 	if err != nil {
 		t.Fatalf("the real update-ldcache hook: %v\n%s", err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if name, target, ok := strings.Cut(strings.TrimSpace(line), " => "); ok && strings.HasPrefix(name, "libc.so.6 ") {
-			return target, string(out)
-		}
-	}
-	return "", string(out)
+	return string(out)
 }
 
 // copyFile copies src to dst (made with its folders), replacing dst.

@@ -99,7 +99,10 @@ if [ ${#want[@]} -ne ${#all[@]} ]; then
 fi
 
 stamp="$dir/.nodeprep-rootfs"
-if [ $force = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(printf '%s\n' "${want[@]}")" ]; then
+# The stamp is the package list and the version of what this script adds
+# beyond the packages (bump it when that changes, so caches are rebuilt).
+layout="layout=2 (etc/ld.so.conf)"
+if [ $force = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(printf '%s\n' "${want[@]}" "$layout")" ]; then
   echo "make-test-rootfs: $dir is up to date (${#want[@]} packages)" >&2
   exit 0
 fi
@@ -138,11 +141,17 @@ mkdir -p "$tmp"/{proc,sys,dev,tmp,etc,.nodeprep}
 chmod 1777 "$tmp/tmp"
 [ -e "$tmp/etc/passwd" ] || echo 'root:x:0:0:root:/root:/bin/sh' >"$tmp/etc/passwd"
 [ -e "$tmp/etc/group" ] || echo 'root:x:0:' >"$tmp/etc/group"
+# The top-level linker configuration every Debian and Ubuntu image has
+# (libc-bin, Essential, ships it; libc6 only brings ld.so.conf.d/): without
+# it `ldconfig -f /etc/ld.so.conf`, as nvidia-cdi-hook update-ldcache runs
+# it, reads no ld.so.conf.d/ file and so never the driver folder the hook
+# writes there; toolkit 1.17 does not create the file (1.20 does).
+[ -e "$tmp/etc/ld.so.conf" ] || echo 'include /etc/ld.so.conf.d/*.conf' >"$tmp/etc/ld.so.conf"
 # The probe's dynamic linker and libraries come from the image; ld.so.cache
 # makes the sonames resolve the way a real image's do.
 /sbin/ldconfig -r "$tmp" 2>/dev/null || ldconfig -r "$tmp"
 [ -f "$tmp/etc/ld.so.cache" ] || { echo "make-test-rootfs: ldconfig wrote no ld.so.cache" >&2; exit 1; }
-printf '%s\n' "${want[@]}" >"$tmp/.nodeprep-rootfs"
+printf '%s\n' "${want[@]}" "$layout" >"$tmp/.nodeprep-rootfs"
 
 rm -rf "$dir"
 mv "$tmp" "$dir"

@@ -482,6 +482,14 @@ path = %q
 // nodeprep-probe at /nodeprep-probe) as OCI archives.
 func buildImages(t *testing.T, rootfs string) []string {
 	t.Helper()
+	// A workload image has the top-level linker configuration (Debian's
+	// libc-bin ships it); toolkit 1.17.8's update-ldcache hook runs
+	// `ldconfig -f /etc/ld.so.conf` and, without it, adds no driver folder
+	// to the cache. A rootfs from an older make-test-rootfs.sh lacks it and
+	// would make every 1.17 cell fail for the test's sake.
+	if _, err := os.Stat(filepath.Join(rootfs, "etc", "ld.so.conf")); err != nil {
+		t.Fatalf("the test rootfs %s has no etc/ld.so.conf, as a workload image does (rebuild it: make rootfs): %v", rootfs, err)
+	}
 	dir := t.TempDir()
 	pause := filepath.Join(dir, "pause")
 	if err := os.MkdirAll(pause, 0o755); err != nil {
@@ -588,6 +596,14 @@ through the JIT compiler; and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-
 (an adapter, a device, a verified dispatch; [wgpu-oracle.md](wgpu-oracle.md)). Regenerate with ` + "`go test ./nodeprep/podpath -run TestRealPodPath -update`" + `
 (as root, after ` + "`make rootfs tools`" + `).
 
+The probe image has ` + "`/etc/ld.so.conf`" + ` (` + "`include /etc/ld.so.conf.d/*.conf`" + `) as every Debian and
+Ubuntu image has. Toolkit 1.17.8's update-ldcache hook writes the driver's store folder into
+` + "`/etc/ld.so.conf.d/`" + ` and runs the host's ldconfig in the container with ` + "`-f /etc/ld.so.conf`" + `: that
+makes ` + "`libcuda.so.1`" + ` and its cache entry. In an image without ` + "`/etc/ld.so.conf`" + ` (distroless
+images) that ldconfig reads no drop-in, and on NixOS, whose driver folder is no system library
+folder, a CUDA pod on 1.17.8 then finds no ` + "`libcuda.so.1`" + `; 1.20.2's hook creates the file
+(NVIDIA/nvidia-container-toolkit#1459).
+
 `)
 	for _, su := range setups {
 		tk := su.name
@@ -610,7 +626,7 @@ through the JIT compiler; and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-
 		b.WriteString("\n")
 	}
 	var works []string
-	all := ""
+	all := "\n" // each verdict on a line of its own, so a marker may name a verdict's start
 	for k, v := range results {
 		if v == "works" {
 			works = append(works, k)
@@ -634,7 +650,9 @@ through the JIT compiler; and then real wgpu did too: Deno 2.9.6's WebGPU (wgpu-
 			"the driver; its library search covers the FHS folders and ld.so.cache under the driver root only, so on a NixOS " +
 			"tree it does not find libnvidia-ml and the container does not start. Where it finds NVML it still ignores the " +
 			"spec nodeprep patched."},
-		{"libcuda.so.1: cannot open shared object file", "1.17 on every handler: the CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime opens it. The 1.17 spec mounts `libcuda.so.550.54.15` (and links `libcuda.so` to `libcuda.so.1`) and leaves the soname to its update-ldcache hook's ldconfig, which here makes no `libcuda.so.1`; 1.20's hook creates the soname links itself. Vulkan and EGL name their libraries by path and work."},
+		{"\nfails: CUDA: the CUDA driver library libcuda.so.1 cannot be used: libcuda.so.1: cannot open shared object file", "The CUDA probe in the pod cannot open `libcuda.so.1` by its soname, as the CUDA runtime " +
+			"opens it: the spec mounts `libcuda.so.<version>` into the driver's store folder and leaves the soname link and the " +
+			"linker cache entry to its update-ldcache hook, whose ldconfig did not add that folder."},
 	}
 	first := true
 	for _, n := range notes {
