@@ -77,7 +77,7 @@ unit:
 	@GO=$(GO) ./scripts/first-build-note.sh "unit: a first run compiles every package and its tests before they run: minutes (docs/development.md)"
 	VK_DRIVER_FILES=$(LVP_ICD) __EGL_VENDOR_LIBRARY_FILENAMES=$(MESA_EGL) \
 	  NODEPREP_TEST_ROOTFS=$(CURDIR)/.cache/rootfs \
-	  $(HB) "unit (go test)" ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 20m ./...
+	  $(HB) "unit (go test)" ./scripts/tmpdir-check.sh $(GO) test -count=1 -timeout 30m ./...
 
 # The in-container self-test's root file system (Debian packages, no driver).
 rootfs:
