@@ -54,6 +54,11 @@ ln -sfn /run "$dir/var/run"
 mkdir -p "$dir/dev"
 for ((i = 0; i < $#; i++)); do : > "$dir/dev/nvidia$i"; done
 : > "$dir/dev/nvidia-modeset"   # the host has it; cdi patch adds it to the spec
+# nvidia-uvm loaded: the host has its nodes and the spec gives them to every
+# device in its common edits, as nvidia-ctk's generated spec does (cdi
+# check fails a spec without them: CUDA needs them, Vulkan and EGL do not).
+: > "$dir/dev/nvidia-uvm"
+: > "$dir/dev/nvidia-uvm-tools"
 printf '%s\n' "$@" | jq -R . | jq -s '
   {
     cdiVersion: "0.5.0",
@@ -61,7 +66,8 @@ printf '%s\n' "$@" | jq -R . | jq -s '
     devices: (to_entries | map({name: .value, containerEdits: {env: ["NVIDIA_VISIBLE_DEVICES=\(.value)"],
                                                           deviceNodes: [{path: "/dev/nvidia\(.key)"}]}})
               + [{name: "all", containerEdits: {env: ["NVIDIA_VISIBLE_DEVICES=all"]}}]),
-    containerEdits: {env: ["NVIDIA_CTK_LIBCUDA_DIR=/run/opengl-driver/lib"]}
+    containerEdits: {env: ["NVIDIA_CTK_LIBCUDA_DIR=/run/opengl-driver/lib"],
+                     deviceNodes: [{path: "/dev/nvidia-uvm"}, {path: "/dev/nvidia-uvm-tools"}]}
   }' > "$dir/run/cdi/nvidia-container-toolkit.json"
 [ "$layout" = plain ] && exit 0
 

@@ -61,7 +61,14 @@ func cudaHost(t *testing.T, host *hostfs.Root, gpus int, uvm, jit bool) {
 		mounts = append(mounts, map[string]any{"hostPath": lvpStore + "/lib/" + l, "containerPath": libdir + "/" + l, "options": []string{"ro", "nosuid", "nodev", "bind"}})
 	}
 	edits["mounts"] = mounts
-	devs, _ := edits["deviceNodes"].([]any)
+	// The lavapipe host's spec gives the UVM nodes already (as
+	// nvidia-ctk's does); a spec without them is made by taking them out.
+	var devs []any
+	for _, d := range edits["deviceNodes"].([]any) {
+		if p := d.(map[string]any)["path"]; p != "/dev/nvidia-uvm" && p != "/dev/nvidia-uvm-tools" {
+			devs = append(devs, d)
+		}
+	}
 	devs = append(devs, map[string]any{"path": "/dev/nvidiactl"})
 	if uvm {
 		devs = append(devs, map[string]any{"path": "/dev/nvidia-uvm"}, map[string]any{"path": "/dev/nvidia-uvm-tools"})
