@@ -3,14 +3,17 @@ package selftest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
+	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 )
 
 // realInventory is one NVML GPU, as on a real host.
@@ -317,4 +320,74 @@ func TestCancelledIsNotTimeout(t *testing.T) {
 	if len(r.Reasons) != 2 || r.Reasons[0].Kind != ReasonCancelled || r.Reasons[1].Kind != ReasonCancelled {
 		t.Fatalf("reasons %+v, want cancelled for both probes", r.Reasons)
 	}
+}
+
+// BenchmarkRunStandIn times the whole probe stage of `selftest --simulate
+// dgx-h200 --allow-cpu-adapter`: eight simulated GPUs, the Vulkan, EGL and
+// CUDA children (this test binary, see TestMain) on lavapipe and Mesa EGL,
+// with a warm shader cache, and the evaluation. Besides ns/op it reports,
+// per run, the medians' raw material the speed notes use (docs/faults.md,
+// "Self-test speed"): vkCreateInstance and eglInitialize, where loading
+// LLVM shows, and the CPU time of the children and the test process
+// together (cpu-ms/op). Whole processes against vulkaninfo and wgpu are
+// scripts/bench-selftest.sh.
+func BenchmarkRunStandIn(b *testing.B) {
+	testkit.Mesa(b)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv := &gpu.Inventory{Simulated: true, Server: "dgx-h200"}
+	for i := range 8 {
+		inv.GPUs = append(inv.GPUs, gpu.GPU{Index: i, UUID: fmt.Sprintf("GPU-aaaaaaaa-0000-0000-0000-%012d", i), Name: "NVIDIA H200"})
+	}
+	noCUDA := false
+	opts := []Option{
+		WithCommand(exe),
+		WithEnv(driverEnv("VK_DRIVER_FILES="+lavapipeICD, "__EGL_VENDOR_LIBRARY_FILENAMES="+mesaEGL)),
+		WithTimeout(60 * time.Second),
+		WithAllowCPUAdapter(true),
+		WithShaderCacheDir(b.TempDir()),
+		WithCUDA(DefaultCUDALibrary, &noCUDA),
+	}
+	run := func() *Report {
+		r, err := Run(context.Background(), inv, opts...)
+		if err != nil {
+			b.Fatalf("Run: %v", err)
+		}
+		if !r.Passed {
+			b.Fatalf("the self-test failed: %+v", r.Reasons)
+		}
+		return r
+	}
+	run() // fills the shader cache, as every run after the first boot finds it
+	var instance, eglInit float64
+	before := cpuTime(b)
+	b.ResetTimer()
+	for range b.N {
+		r := run()
+		instance += r.Vulkan.InstanceMS
+		for _, d := range r.EGL.Devices {
+			eglInit += d.InitMS
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric((cpuTime(b)-before).Seconds()*1000/n, "cpu-ms/op")
+	b.ReportMetric(instance/n, "vk-instance-ms/op")
+	b.ReportMetric(eglInit/n, "egl-init-ms/op")
+}
+
+// cpuTime is the user and system time of this process and of its waited-for
+// children so far (getrusage RUSAGE_SELF + RUSAGE_CHILDREN).
+func cpuTime(b *testing.B) time.Duration {
+	var total time.Duration
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
