@@ -18,10 +18,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -354,30 +352,7 @@ func freePort(t testing.TB) int {
 // t.Cleanup. The channel it returns is closed when the program exits.
 func start(t testing.TB, dir, name, program string, args ...string) <-chan struct{} {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(program, args...)
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }() //nolint:errcheck // the exit is the log's story
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) //nolint:errcheck // it may have exited
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
-			<-done
-		}
-	})
-	return done
+	return startEnv(t, dir, name, program, nil, args...)
 }
 
 // logTail is the end of a program's log file, at most 4000 bytes.
