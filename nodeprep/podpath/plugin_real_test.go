@@ -299,25 +299,13 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 // reportLine finds the probe's report in a CRI log ("<time> <stream>
 // <P|F> <text>" lines), or says why there is none.
 func reportLine(data []byte) ([]byte, string) {
-	var cur, stderr []byte
-	for _, l := range bytes.Split(data, []byte("\n")) {
-		f := bytes.SplitN(l, []byte(" "), 4)
-		if len(f) < 4 {
-			continue
-		}
-		if string(f[1]) == "stderr" {
-			stderr = append(append(stderr, f[3]...), ' ')
-			continue
-		}
-		cur = append(cur, f[3]...)
-		if string(f[2]) == "F" {
-			if rest, ok := bytes.CutPrefix(cur, []byte(selftest.ReportPrefix)); ok {
-				return rest, ""
-			}
-			cur = nil
+	stdout, stderr := criLog(data)
+	for _, l := range stdout {
+		if rest, ok := bytes.CutPrefix(l, []byte(selftest.ReportPrefix)); ok {
+			return rest, ""
 		}
 	}
-	return nil, fmt.Sprintf("no report; stderr: %s", bytes.TrimSpace(stderr))
+	return nil, fmt.Sprintf("no report; stderr: %s", stderr)
 }
 
 // waitJobPod waits until the Job controller has made a pod for job and

@@ -240,38 +240,59 @@ func runProbe(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs
 		ctr["CDI_devices"] = []map[string]string{{"name": pluginKind + "=" + g.UUID}}
 	}
 	ctrFile := writeJSON(t, logs, api+".json", ctr)
+	data, why := runToExit(c, podID, podFile, ctrFile, filepath.Join(logs, api+".log"), "", "the "+api+" probe")
+	if why != "" {
+		return nil, why
+	}
+	line, why := reportLine(data)
+	if why != "" {
+		return nil, fmt.Sprintf("the %s probe printed %s", api, why)
+	}
+	return line, ""
+}
+
+// runToExit creates and starts the container ctrFile describes in the pod
+// and waits (podDeadline at most) until it exits, returning its CRI log
+// (logFile), or why there is none: crictl's errors prefixed with prefix,
+// a timeout naming what.
+func runToExit(c *upstream.ContainerdInstance, podID, podFile, ctrFile, logFile, prefix, what string) ([]byte, string) {
 	out, err := c.Crictl("create", podID, ctrFile, podFile)
 	if err != nil {
-		return nil, err.Error()
+		return nil, prefix + err.Error()
 	}
 	id := strings.TrimSpace(string(out))
 	if out, err := c.Crictl("start", id); err != nil {
-		return nil, fmt.Sprintf("%v %s", err, out)
+		return nil, fmt.Sprintf("%s%v %s", prefix, err, out)
 	}
 	deadline := time.Now().Add(podDeadline)
 	for {
 		out, err := c.Crictl("inspect", "-o", "json", id)
 		var st struct {
 			Status struct {
-				State    string `json:"state"`
-				ExitCode int    `json:"exitCode"`
+				State string `json:"state"`
 			} `json:"status"`
 		}
 		if err == nil && json.Unmarshal(out, &st) == nil && st.Status.State == "CONTAINER_EXITED" {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Sprintf("the %s probe did not exit within %s", api, podDeadline)
+			return nil, fmt.Sprintf("%s did not exit within %s", what, podDeadline)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	data, err := os.ReadFile(filepath.Join(logs, api+".log"))
+	data, err := os.ReadFile(logFile)
 	if err != nil {
-		return nil, fmt.Sprintf("reading the %s probe's log: %v", api, err)
+		return nil, fmt.Sprintf("reading %s's log: %v", what, err)
 	}
-	var cur, stderr []byte
+	return data, ""
+}
+
+// criLog splits a CRI log ("<time> <stream> <P|F> <text>" lines) into
+// the container's stdout lines (partial lines joined) and its stderr, on
+// one line.
+func criLog(data []byte) (stdout [][]byte, stderr []byte) {
+	var cur []byte
 	for _, l := range bytes.Split(data, []byte("\n")) {
-		// CRI log lines: "<time> <stream> <P|F> <text>".
 		f := bytes.SplitN(l, []byte(" "), 4)
 		if len(f) < 4 {
 			continue
@@ -282,13 +303,11 @@ func runProbe(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs
 		}
 		cur = append(cur, f[3]...)
 		if string(f[2]) == "F" {
-			if rest, ok := bytes.CutPrefix(cur, []byte(selftest.ReportPrefix)); ok {
-				return rest, ""
-			}
+			stdout = append(stdout, cur)
 			cur = nil
 		}
 	}
-	return nil, fmt.Sprintf("the %s probe printed no report; stderr: %s", api, bytes.TrimSpace(stderr))
+	return stdout, bytes.TrimSpace(stderr)
 }
 
 // mesaHost builds the host tree for toolkit tk: the committed NixOS tree
@@ -785,52 +804,13 @@ func runWgpu(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs 
 	}
 	ctr["envs"] = envs
 	ctrFile := writeJSON(t, logs, name+".json", ctr)
-	out, err := c.Crictl("create", podID, ctrFile, podFile)
-	if err != nil {
-		return "wgpu: " + err.Error()
+	// wgpu has no bound of its own: it hangs on a hanging driver.
+	data, why := runToExit(c, podID, podFile, ctrFile, filepath.Join(logs, name+".log"), "wgpu: ", "the wgpu program")
+	if why != "" {
+		return why
 	}
-	id := strings.TrimSpace(string(out))
-	if out, err := c.Crictl("start", id); err != nil {
-		return fmt.Sprintf("wgpu: %v %s", err, out)
-	}
-	deadline := time.Now().Add(podDeadline)
-	for {
-		out, err := c.Crictl("inspect", "-o", "json", id)
-		var st struct {
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}
-		if err == nil && json.Unmarshal(out, &st) == nil && st.Status.State == "CONTAINER_EXITED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			// wgpu has no bound of its own: it hangs on a hanging driver.
-			return fmt.Sprintf("the wgpu program did not exit within %s", podDeadline)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	data, err := os.ReadFile(filepath.Join(logs, name+".log"))
-	if err != nil {
-		return fmt.Sprintf("reading the wgpu program's log: %v", err)
-	}
-	var stdout, stderr []byte
-	for _, l := range bytes.Split(data, []byte("\n")) {
-		// CRI log lines: "<time> <stream> <P|F> <text>".
-		f := bytes.SplitN(l, []byte(" "), 4)
-		if len(f) < 4 {
-			continue
-		}
-		if string(f[1]) == "stderr" {
-			stderr = append(append(stderr, f[3]...), ' ')
-			continue
-		}
-		stdout = append(stdout, f[3]...)
-		if string(f[2]) == "F" {
-			stdout = append(stdout, '\n')
-		}
-	}
-	for _, l := range bytes.Split(stdout, []byte("\n")) {
+	stdout, stderr := criLog(data)
+	for _, l := range stdout {
 		var r struct {
 			Stage string `json:"stage"`
 			Error string `json:"error"`
@@ -843,5 +823,5 @@ func runWgpu(t *testing.T, c *upstream.ContainerdInstance, podID, podFile, logs 
 		}
 		return fmt.Sprintf("wgpu's Vulkan backend: %s failed: %s", r.Stage, r.Error)
 	}
-	return fmt.Sprintf("the wgpu program printed no report; stderr: %s", bytes.TrimSpace(stderr))
+	return fmt.Sprintf("the wgpu program printed no report; stderr: %s", stderr)
 }
