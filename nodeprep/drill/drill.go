@@ -430,6 +430,28 @@ func (d *drill) newCanary(ctx context.Context) error {
 	if d.o.RuntimeClass != "" {
 		spec["runtimeClassName"] = d.o.RuntimeClass
 	}
+	// The canary prefers the on-prem nodes, as the setups' workloads do: in
+	// the return phase the fallback node the failover added is still up
+	// (until consolidation), and the kube-scheduler's default scoring
+	// (LeastAllocated) would otherwise put the canary on it, the emptier
+	// node, and the return would never be seen. The preference names the
+	// on-prem nodes by metadata.name (matchFields): a preferred
+	// "FallbackLabel DoesNotExist" expression would do the same for the
+	// scheduler, but Karpenter reads preferred expressions as requirements
+	// first and ignores a pod that asks for karpenter.sh/nodepool
+	// DoesNotExist ("configured to not run on a Karpenter provisioned
+	// node", its provisioner), so the failover's canary would never get a
+	// node. Weight 100 is the most a preferred term takes (k8s.io/api
+	// core/v1 PreferredSchedulingTerm).
+	if len(d.r.OnPrem) > 0 {
+		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{
+			"preferredDuringSchedulingIgnoredDuringExecution": []map[string]any{{
+				"weight": 100,
+				"preference": map[string]any{"matchFields": []map[string]any{{
+					"key": "metadata.name", "operator": "In", "values": d.r.OnPrem}}},
+			}},
+		}}
+	}
 	body := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": d.o.Namespace,
