@@ -161,7 +161,9 @@ func (w *drillWatch) run(ctx context.Context, start time.Time) {
 		}
 		var nodes struct {
 			Items []struct {
-				Status struct{ Conditions []struct{ Type, Status string } }
+				Status struct {
+					Conditions []struct{ Type, Status string }
+				}
 			}
 		}
 		if get("/api/v1/nodes?labelSelector="+drill.LabelNodePool, &nodes) {
