@@ -441,16 +441,19 @@ func (d *drill) newCanary(ctx context.Context) error {
 	// first and ignores a pod that asks for karpenter.sh/nodepool
 	// DoesNotExist ("configured to not run on a Karpenter provisioned
 	// node", its provisioner), so the failover's canary would never get a
-	// node. Weight 100 is the most a preferred term takes (k8s.io/api
-	// core/v1 PreferredSchedulingTerm).
+	// node. A field selector's In takes one value (the API server's
+	// validation of matchFields), so each on-prem node has its own term;
+	// weight 100 is the most a term takes (k8s.io/api core/v1
+	// PreferredSchedulingTerm), and a node matches one term.
 	if len(d.r.OnPrem) > 0 {
-		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{
-			"preferredDuringSchedulingIgnoredDuringExecution": []map[string]any{{
-				"weight": 100,
+		terms := make([]map[string]any, 0, len(d.r.OnPrem))
+		for _, n := range d.r.OnPrem {
+			terms = append(terms, map[string]any{"weight": 100,
 				"preference": map[string]any{"matchFields": []map[string]any{{
-					"key": "metadata.name", "operator": "In", "values": d.r.OnPrem}}},
-			}},
-		}}
+					"key": "metadata.name", "operator": "In", "values": []string{n}}}}})
+		}
+		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{
+			"preferredDuringSchedulingIgnoredDuringExecution": terms}}
 	}
 	body := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
