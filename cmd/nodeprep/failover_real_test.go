@@ -184,7 +184,12 @@ func TestRealFailover(t *testing.T) {
 	}
 	t.Logf("recovery → new work Running on-prem: %s", time.Since(rec).Round(time.Millisecond))
 	// The fallback's work finishes (kwok's pods never end by themselves):
-	// its Jobs are deleted, and the queue still holds work.
+	// the burst's backlog is consumed down to a few messages (as many as
+	// in the healthy step, under the queue trigger's activation: a backlog
+	// above it rents the cloud tier with the pool healthy, as rendered),
+	// and the fallback's Jobs are deleted.
+	h.mq.Purge(t, queueName)
+	h.mq.Publish(t, queueName, 5)
 	h.deleteJob(ns, "work-outage")
 	for i := range burst {
 		h.deleteJob(ns, fmt.Sprintf("burst-%d", i))
@@ -196,10 +201,7 @@ func TestRealFailover(t *testing.T) {
 		return len(h.list("/apis/karpenter.sh/v1/nodeclaims")) == 0 && len(h.fallbackNodes()) == 0
 	})
 	t.Logf("recovery: the fallback's work done → its nodes consolidated away: %s", reclaim.Round(time.Millisecond))
-	// The pool absorbs the queue again: a few messages still wait (as
-	// many as in the healthy step), and the cloud tier stays at zero.
-	h.mq.Purge(t, queueName)
-	h.mq.Publish(t, queueName, 5)
+	// The pool absorbs the queue again: the cloud tier stays at zero.
 	h.hold("recovered, work queued: KEDA starts no Job", 45*time.Second, func() string {
 		if n := len(h.kedaJobs(ns)); n != 0 {
 			return fmt.Sprintf("%d KEDA Jobs", n)
