@@ -85,7 +85,7 @@ type hybrid struct {
 // time; the deadlines are generous and only catch a step that never
 // happens.
 func TestRealFailover(t *testing.T) {
-	h := startHybrid(t)
+	h := startHybrid(t, true)
 	dir := h.render()
 	h.apply(filepath.Join(dir, "nodepool.yaml"), nil)
 	h.apply(filepath.Join(dir, "scaledjob.yaml"), nil)
@@ -184,7 +184,12 @@ func TestRealFailover(t *testing.T) {
 	}
 	t.Logf("recovery → new work Running on-prem: %s", time.Since(rec).Round(time.Millisecond))
 	// The fallback's work finishes (kwok's pods never end by themselves):
-	// its Jobs are deleted, and the queue still holds work.
+	// the burst's backlog is consumed down to a few messages (as many as
+	// in the healthy step, under the queue trigger's activation: a backlog
+	// above it rents the cloud tier with the pool healthy, as rendered),
+	// and the fallback's Jobs are deleted.
+	h.mq.Purge(t, queueName)
+	h.mq.Publish(t, queueName, 5)
 	h.deleteJob(ns, "work-outage")
 	for i := range burst {
 		h.deleteJob(ns, fmt.Sprintf("burst-%d", i))
@@ -196,10 +201,7 @@ func TestRealFailover(t *testing.T) {
 		return len(h.list("/apis/karpenter.sh/v1/nodeclaims")) == 0 && len(h.fallbackNodes()) == 0
 	})
 	t.Logf("recovery: the fallback's work done → its nodes consolidated away: %s", reclaim.Round(time.Millisecond))
-	// The pool absorbs the queue again: a few messages still wait (as
-	// many as in the healthy step), and the cloud tier stays at zero.
-	h.mq.Purge(t, queueName)
-	h.mq.Publish(t, queueName, 5)
+	// The pool absorbs the queue again: the cloud tier stays at zero.
 	h.hold("recovered, work queued: KEDA starts no Job", 45*time.Second, func() string {
 		if n := len(h.kedaJobs(ns)); n != 0 {
 			return fmt.Sprintf("%d KEDA Jobs", n)
@@ -208,9 +210,11 @@ func TestRealFailover(t *testing.T) {
 	})
 }
 
-// startHybrid starts every component of the failover cluster and brings
-// the on-prem node up and registered, healthy.
-func startHybrid(t *testing.T) *hybrid {
+// startHybrid starts the failover cluster and brings the on-prem node up
+// and registered, healthy: the control plane, kwok, the on-prem node and
+// Karpenter's kwok provider always; with scaling also what the ScaledJob
+// needs (RabbitMQ, node_exporter, Prometheus and the KEDA operator).
+func startHybrid(t *testing.T, scaling bool) *hybrid {
 	t.Helper()
 	api := upstream.StartAPIServer(t)
 	h := &hybrid{t: t, api: api, node: "gpu-onprem-1", logs: map[string]func() string{}}
@@ -270,22 +274,24 @@ func startHybrid(t *testing.T) *hybrid {
 		t.Fatalf("healthy node: %s=%s, %s=%q", kubenode.ConditionType, cond, kubenode.LabelGPUReady, label)
 	}
 
-	// RabbitMQ holds the work queue; Prometheus scrapes the node's
-	// metrics file through node_exporter (job nodeprep) and the queue's
-	// metrics (job rabbitmq).
-	h.mq = upstream.StartRabbitMQ(t)
-	h.mq.DeclareQueue(t, queueName)
-	exporter := upstream.StartNodeExporter(t, filepath.Join(h.root, "run/nodeprep"))
-	h.prom = upstream.StartPrometheus(t,
-		upstream.ScrapeTarget{Job: scrapeJob, Address: exporter, Labels: map[string]string{"node": h.node}},
-		upstream.ScrapeTarget{Job: "rabbitmq", Address: h.mq.Metrics})
-	h.logs["prometheus"] = func() string { return tailFile(filepath.Join(h.prom.Dir, "prometheus.log")) }
-
-	// The fallback's controllers.
+	// The fallback's node provisioner.
 	karp := upstream.StartKarpenter(t, api, fallbackInstanceTypes)
 	h.logs["karpenter"] = func() string { return tailFile(karp.Log) }
-	keda := upstream.StartKEDA(t, api)
-	h.logs["keda"] = func() string { return tailFile(keda.Log) }
+
+	if scaling {
+		// RabbitMQ holds the work queue; Prometheus scrapes the node's
+		// metrics file through node_exporter (job scrapeJob) and the
+		// queue's metrics (job rabbitmq); KEDA runs the ScaledJob.
+		h.mq = upstream.StartRabbitMQ(t)
+		h.mq.DeclareQueue(t, queueName)
+		exporter := upstream.StartNodeExporter(t, filepath.Join(h.root, "run/nodeprep"))
+		h.prom = upstream.StartPrometheus(t,
+			upstream.ScrapeTarget{Job: scrapeJob, Address: exporter, Labels: map[string]string{"node": h.node}},
+			upstream.ScrapeTarget{Job: "rabbitmq", Address: h.mq.Metrics})
+		h.logs["prometheus"] = func() string { return tailFile(filepath.Join(h.prom.Dir, "prometheus.log")) }
+		keda := upstream.StartKEDA(t, api)
+		h.logs["keda"] = func() string { return tailFile(keda.Log) }
+	}
 
 	// What docs/cluster.md tells users to create beside the manifests.
 	api.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", "", map[string]any{
@@ -315,30 +321,37 @@ const upstreamMetricsFile = "nodeprep.prom"
 
 // render runs `nodeprep cluster render` as docs/cluster.md tells a user,
 // each placeholder filled by its flag (the node class, the instance
-// types, Prometheus's address and the pool's scrape job, the queue's name
-// and host, the image) for this cluster, and returns
-// the directory of the files.
+// types, the image; with scaling also Prometheus's address and the pool's
+// scrape job, the queue's name and host) for this cluster, and returns
+// the directory of the files. Without scaling only the NodePool and the
+// Job are used, and only they are checked for placeholders.
 func (h *hybrid) render() string {
 	h.t.Helper()
 	out := filepath.Join(h.t.TempDir(), "cluster")
-	r := run(h.t, nil, "cluster", "render", "--config", filepath.Join(h.root, "etc/nodeprep/config.yaml"), "--out", out,
+	args := []string{"cluster", "render", "--config", filepath.Join(h.root, "etc/nodeprep/config.yaml"), "--out", out,
 		"--node-class", "karpenter.kwok.sh/KWOKNodeClass/default",
 		"--fallback-instance-types", fallbackType,
-		"--prometheus-address", h.prom.URL,
-		"--scrape-job", scrapeJob,
-		"--queue-name", queueName,
-		// No credentials in the manifest: KEDA's AMQP client logs in as
-		// guest/guest when the URL names no user (amqp091-go's URI
-		// defaults), which RabbitMQ admits from loopback.
-		"--queue-host", strings.Replace(h.mq.AMQP, "guest:guest@", "", 1),
 		"--image", "registry.example/gpu/app:1.0",
 		"--max-gpus", fmt.Sprint(maxGPUs),
 		"--consolidate-after", "10s",
-	)
+	}
+	files := []string{"nodepool.yaml", "job.yaml"}
+	if h.prom != nil {
+		args = append(args,
+			"--prometheus-address", h.prom.URL,
+			"--scrape-job", scrapeJob,
+			"--queue-name", queueName,
+			// No credentials in the manifest: KEDA's AMQP client logs in as
+			// guest/guest when the URL names no user (amqp091-go's URI
+			// defaults), which RabbitMQ admits from loopback.
+			"--queue-host", strings.Replace(h.mq.AMQP, "guest:guest@", "", 1))
+		files = append(files, "scaledjob.yaml")
+	}
+	r := run(h.t, nil, args...)
 	if r.code != 0 {
 		h.t.Fatalf("cluster render: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, f := range []string{"nodepool.yaml", "scaledjob.yaml", "job.yaml"} {
+	for _, f := range files {
 		data, err := os.ReadFile(filepath.Join(out, f))
 		if err != nil {
 			h.t.Fatal(err)

@@ -430,6 +430,31 @@ func (d *drill) newCanary(ctx context.Context) error {
 	if d.o.RuntimeClass != "" {
 		spec["runtimeClassName"] = d.o.RuntimeClass
 	}
+	// The canary prefers the on-prem nodes, as the setups' workloads do: in
+	// the return phase the fallback node the failover added is still up
+	// (until consolidation), and the kube-scheduler's default scoring
+	// (LeastAllocated) would otherwise put the canary on it, the emptier
+	// node, and the return would never be seen. The preference names the
+	// on-prem nodes by metadata.name (matchFields): a preferred
+	// "FallbackLabel DoesNotExist" expression would do the same for the
+	// scheduler, but Karpenter reads preferred expressions as requirements
+	// first and ignores a pod that asks for karpenter.sh/nodepool
+	// DoesNotExist ("configured to not run on a Karpenter provisioned
+	// node", its provisioner), so the failover's canary would never get a
+	// node. A field selector's In takes one value (the API server's
+	// validation of matchFields), so each on-prem node has its own term;
+	// weight 100 is the most a term takes (k8s.io/api core/v1
+	// PreferredSchedulingTerm), and a node matches one term.
+	if len(d.r.OnPrem) > 0 {
+		terms := make([]map[string]any, 0, len(d.r.OnPrem))
+		for _, n := range d.r.OnPrem {
+			terms = append(terms, map[string]any{"weight": 100,
+				"preference": map[string]any{"matchFields": []map[string]any{{
+					"key": "metadata.name", "operator": "In", "values": []string{n}}}}})
+		}
+		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{
+			"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+	}
 	body := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": d.o.Namespace,

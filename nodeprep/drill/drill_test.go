@@ -118,3 +118,59 @@ func TestNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryPrefersOnPrem: the canary asks for the pool's GPU-ready
+// nodes and prefers the on-prem ones by name (matchFields: no
+// expression Karpenter would read as a requirement), so that with a
+// fallback node still up the scheduler returns it on-prem.
+func TestCanaryPrefersOnPrem(t *testing.T) {
+	t.Parallel()
+	f := &fakeClient{}
+	o := opts
+	o.GPUs = 1
+	o.Log = func(string) {}
+	d := &drill{c: f, o: o, r: &Report{OnPrem: []string{"gpu-a", "gpu-b"}}}
+	if err := d.newCanary(context.Background()); err != nil || len(f.writes) != 1 {
+		t.Fatalf("newCanary: %v, writes %v", err, f.writes)
+	}
+	var pod struct {
+		Spec struct {
+			NodeSelector map[string]string `json:"nodeSelector"`
+			Affinity     struct {
+				NodeAffinity struct {
+					Preferred []struct {
+						Weight     int `json:"weight"`
+						Preference struct {
+							MatchExpressions []any `json:"matchExpressions"`
+							MatchFields      []struct {
+								Key, Operator string
+								Values        []string
+							} `json:"matchFields"`
+						} `json:"preference"`
+					} `json:"preferredDuringSchedulingIgnoredDuringExecution"`
+				} `json:"nodeAffinity"`
+			} `json:"affinity"`
+		} `json:"spec"`
+	}
+	body := f.writes[0][strings.Index(f.writes[0], "{"):]
+	if err := json.Unmarshal([]byte(body), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.NodeSelector["payload"] != "task_runner" || pod.Spec.NodeSelector[LabelGPUReady] != "true" {
+		t.Errorf("nodeSelector %v", pod.Spec.NodeSelector)
+	}
+	p := pod.Spec.Affinity.NodeAffinity.Preferred
+	var names []string
+	for _, term := range p {
+		f := term.Preference.MatchFields
+		if term.Weight != 100 || len(term.Preference.MatchExpressions) != 0 || len(f) != 1 ||
+			f[0].Key != "metadata.name" || f[0].Operator != "In" || len(f[0].Values) != 1 {
+			t.Errorf("preferred term %+v, want weight 100 on metadata.name In [one node]\n%s", term, body)
+			continue
+		}
+		names = append(names, f[0].Values[0])
+	}
+	if strings.Join(names, ",") != "gpu-a,gpu-b" {
+		t.Errorf("the canary prefers %v, want gpu-a, gpu-b\n%s", names, body)
+	}
+}
