@@ -48,8 +48,10 @@ in
     open = true; # Hopper and newer
     nvidiaPersistenced = true; # headless: keep the GPUs initialised
   };
-  # HGX boards with NVSwitch also need the fabric manager for CUDA across
-  # GPUs (nvidia-fabricmanager). Not through hardware.nvidia.datacenter.enable
+  # HGX/DGX boards with NVSwitch need the fabric manager (nvidia-fabricmanager):
+  # until it has registered the GPUs every CUDA call fails with 802 ("system
+  # not yet initialized") and nodeprep reports them unhealthy (inspect's
+  # FABRIC column: not-started). Not through hardware.nvidia.datacenter.enable
   # here: nixpkgs' nvidia module asserts it is not combined with
   # videoDrivers = [ "nvidia" ], and hardware.nvidia-container-toolkit does
   # not turn hardware.graphics on in datacenter mode (set it yourself there,
