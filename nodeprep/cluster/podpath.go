@@ -66,6 +66,12 @@ func (c *checker) withPodPath(cells []Cell, rc *string, plugin bool) []Cell {
 	if reason == "" {
 		return cells
 	}
+	return failOnPrem(cells, reason, fix)
+}
+
+// failOnPrem fails the on-prem cell of cells with reason and fix, added
+// after what it already failed on.
+func failOnPrem(cells []Cell, reason, fix string) []Cell {
 	for i := range cells {
 		if cells[i].Column != ColumnOnPrem {
 			continue

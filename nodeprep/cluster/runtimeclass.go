@@ -251,16 +251,5 @@ func (c *checker) withProfileHook(cells []Cell, ps *corev1.PodSpec) []Cell {
 	}
 	reason := what + ": " + c.pool.ProfileHook
 	fix := "mount it elsewhere (the device plugin's config at /config, as its chart does), or upgrade the nodes' nvidia-container-toolkit to 1.20.1 or later"
-	for i := range cells {
-		if cells[i].Column != ColumnOnPrem {
-			continue
-		}
-		if cells[i].Verdict == VerdictFail {
-			cells[i].Reason += "; " + reason
-			cells[i].Fix += "; " + fix
-		} else {
-			cells[i] = Cell{Column: ColumnOnPrem, Verdict: VerdictFail, Reason: reason, Fix: fix}
-		}
-	}
-	return cells
+	return failOnPrem(cells, reason, fix)
 }
