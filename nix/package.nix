@@ -61,7 +61,7 @@ buildGoModule {
   # over go.mod/go.sum and the Go packages, as buildGoModule makes it.
   # `scripts/vendor-hash.sh --update` recomputes it without nixpkgs, and
   # `make nix-check` (so `make test` and CI) fails when it is stale.
-  vendorHash = "sha256-SRIdGBjfYb9VyIhCzseEfP/jiBdJlDG16Ft0hDgpntU=";
+  vendorHash = "sha256-+jpp+pIptLIdgtecL0Pjt6MsvK7AGBO2Pxe+L3vWzMM=";
 
   # buildGoModule names the vendor derivation after name/version, and the
   # flake's version carries the git revision: without a fixed name every
