@@ -99,6 +99,30 @@ func effective(t *testing.T, root string) *k3s.Effective {
 	return eff
 }
 
+// registration is what the kubelet registers the Node with from the
+// effective k3s configuration under root: the labels (base plus every
+// node-label) and the taints as Node taint objects (key, value, effect).
+func registration(t *testing.T, root string, base map[string]string) (map[string]string, []map[string]string) {
+	t.Helper()
+	eff := effective(t, root)
+	for _, e := range eff.NodeLabels {
+		l, err := k3s.ParseLabel(e.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base[l.Key] = l.Value
+	}
+	var taints []map[string]string
+	for _, e := range eff.NodeTaints {
+		tn, err := k3s.ParseTaint(e.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taints = append(taints, map[string]string{"key": tn.Key, "value": tn.Value, "effect": string(tn.Effect)})
+	}
+	return base, taints
+}
+
 const dropIn = "etc/rancher/k3s/config.yaml.d/50-nodeprep.yaml"
 
 // notifySocket listens where systemd would (NOTIFY_SOCKET) and returns the

@@ -239,23 +239,7 @@ func startHybrid(t *testing.T, scaling bool) *hybrid {
 		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	kubelet := api.KubeletCredential(t, h.root, k3s.DefaultDataDir, h.node)
-	eff := effective(t, h.root)
-	labels := map[string]string{"kubernetes.io/hostname": h.node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-	for _, e := range eff.NodeLabels {
-		l, err := k3s.ParseLabel(e.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		labels[l.Key] = l.Value
-	}
-	var taints []map[string]string
-	for _, e := range eff.NodeTaints {
-		tn, err := k3s.ParseTaint(e.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		taints = append(taints, map[string]string{"key": tn.Key, "value": tn.Value, "effect": string(tn.Effect)})
-	}
+	labels, taints := registration(t, h.root, map[string]string{"kubernetes.io/hostname": h.node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"})
 	resources := map[string]string{"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
 	node := map[string]any{"apiVersion": "v1", "kind": "Node",
 		"metadata": map[string]any{"name": h.node, "labels": labels,

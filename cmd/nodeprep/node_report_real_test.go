@@ -50,23 +50,7 @@ func TestRealHealthReportsToNode(t *testing.T) {
 	// data-dir and the kubelet registers the Node with the drop-in's
 	// labels and taints (--node-labels, --register-with-taints).
 	kubelet := srv.KubeletCredential(t, root, k3s.DefaultDataDir, node)
-	eff := effective(t, root)
-	labels := map[string]string{"kubernetes.io/hostname": node}
-	for _, e := range eff.NodeLabels {
-		l, err := k3s.ParseLabel(e.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		labels[l.Key] = l.Value
-	}
-	var taints []map[string]string
-	for _, e := range eff.NodeTaints {
-		tn, err := k3s.ParseTaint(e.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		taints = append(taints, map[string]string{"key": tn.Key, "value": tn.Value, "effect": string(tn.Effect)})
-	}
+	labels, taints := registration(t, root, map[string]string{"kubernetes.io/hostname": node})
 	if len(taints) == 0 {
 		t.Fatal("nodeprep's drop-in registers no taint")
 	}
