@@ -27,7 +27,7 @@ const (
 	DefaultVulkanLoader = "libvulkan.so.1"         // the loader's soname, found by the dynamic linker
 	DefaultEGLLibrary   = "libEGL.so.1"            // glvnd's libEGL soname
 	DefaultCUDALibrary  = cudaprobe.DefaultLibrary // libcuda.so.1, the CUDA driver library (WithCUDA)
-	DefaultTimeout      = 30 * time.Second         // how long each probe child may run
+	DefaultTimeout      = 30 * time.Second         // how long each probe may run (WithTimeout)
 )
 
 // Errors.
@@ -104,8 +104,10 @@ func WithEGLLibrary(path string) Option {
 	}
 }
 
-// WithTimeout bounds each probe child (default 30s; zero or negative keeps
-// it). A child still running then is killed with its process group.
+// WithTimeout bounds each probe (default 30s; zero or negative keeps it):
+// a probe child is killed with its process group when no report has come
+// for that long, from its start or from the report before (the Vulkan and
+// EGL probes share a child and run in turn, so each has the whole of it).
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -169,9 +171,10 @@ func WithCUDA(lib string, require *bool) Option {
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// Run runs the self-test for the GPUs of inv: it starts the Vulkan and the
-// EGL probe children at the same time, each bounded by the timeout, and
-// evaluates their reports (Evaluate). A failed self-test is a Report with
+// Run runs the self-test for the GPUs of inv: it starts the probe
+// children (runProbes: the Vulkan and the EGL probe in turn in one, the
+// CUDA probe beside it), each probe bounded by the timeout, and evaluates
+// their reports (Evaluate). A failed self-test is a Report with
 // Passed false (see Report.Err), not an error; the error is for a missing
 // WithCommand (ErrNoCommand) or a nil inventory. It is Start, then Wait.
 func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, error) {
@@ -187,7 +190,8 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 
 var errNilInventory = errors.New("selftest: nil inventory")
 
-// Probes is a self-test whose two probe children Start has started; Wait
+// Probes is a self-test whose probe children Start has started (the
+// Vulkan and EGL probes in turn in one, the CUDA probe in another); Wait
 // evaluates their reports against the inventory. The probes test the
 // host's drivers and need nothing of the inventory, so a caller reads
 // the inventory (the NVML child) or plans other work while they run.
@@ -195,17 +199,19 @@ type Probes struct {
 	o      options
 	hints  Hints
 	start  time.Time
-	ended  time.Time          // when both children had ended; set before done closes
+	ended  time.Time          // when every child had ended; set before done closes
 	cancel context.CancelFunc // ends the children (Stop)
-	done   chan struct{}      // closed when both children have ended
+	done   chan struct{}      // closed when every child has ended
 	vk     ProbeResult[VulkanReport]
 	egl    ProbeResult[EGLReport]
 	cuda   ProbeResult[cudaprobe.Report] // when o.cudaLib is set
 }
 
-// Start starts the Vulkan and the EGL probe children at the same time,
-// each bounded by the timeout and by ctx (cancelling ctx kills both: the
-// reports then say cancelled), and returns at once. The only error is a
+// Start starts the probe children (the Vulkan and the EGL probe in turn
+// in one, see runProbes; the CUDA probe, WithCUDA, in another at the same
+// time), each probe bounded by the timeout and every child by ctx
+// (cancelling ctx kills them: the reports then say cancelled), and
+// returns at once. The only error is a
 // missing WithCommand (ErrNoCommand). Every started Probes must end in
 // Wait or Stop, so that no child outlives the caller.
 func Start(ctx context.Context, opts ...Option) (*Probes, error) {
@@ -235,8 +241,8 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	}
 	go func() {
 		defer close(p.done)
-		// CUDA in a child of its own beside the other two: cuInit alone
-		// can take seconds on an 8-GPU server.
+		// CUDA in a child of its own beside the Vulkan and EGL one:
+		// cuInit alone can take seconds on an 8-GPU server.
 		var cudaDone chan struct{}
 		if p.o.cudaLib != "" {
 			cudaDone = make(chan struct{})
@@ -262,9 +268,9 @@ func (p *Probes) Stop() {
 	<-p.done
 }
 
-// Wait waits for both children and evaluates their reports against inv
-// (Evaluate). DurationMS is the children's time, from Start until both
-// had ended, plus the evaluation: what the caller did between the
+// Wait waits for the children and evaluates their reports against inv
+// (Evaluate). DurationMS is the children's time, from Start until every
+// one had ended, plus the evaluation: what the caller did between the
 // children's end and Wait (planning, writing a spec) is not the
 // self-test's. The error is for a nil inventory (after the children
 // have ended).
