@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times the whole `nodeprep selftest --simulate dgx-h200 --allow-cpu-adapter`
-# process (parent; the Vulkan instance and compute dispatch, the EGL
-# context and the CUDA probe, each in a child of its own) on Mesa's
+# process (parent; the Vulkan instance and compute dispatch, then the EGL
+# context, in one child, and the CUDA probe in another) on Mesa's
 # lavapipe and Mesa EGL against these comparators, in one alternating
 # hyperfine run:
 #   - `vulkaninfo --summary` alone            (target: nodeprep <= 1.0x)
@@ -50,23 +50,24 @@ grep -q "EGL client extensions" <<<"$eglout" || { echo "bench-selftest: $eglinfo
 [ -d "$cache" ] || { echo "bench-selftest: no shader cache at $cache" >&2; exit 1; }
 
 # Two references without the nodeprep parent, for the floor of this
-# design (docs/faults.md, "Self-test speed"): the three probe children
-# nodeprep starts (Vulkan, EGL, and CUDA, which on a host without
-# libcuda.so.1 ends at its dlopen), with the same requests and
-# environment, started in parallel by a shell ("children alone"), and one
-# nodeprep-probe running the Vulkan and EGL probes in turn ("one child, in
-# turn").
+# design (docs/faults.md, "Self-test speed"): the two probe children
+# nodeprep starts, with the same requests and environment (the malloc
+# tunables of nodeprep/selftest/run.go included), started in parallel by a
+# shell ("children alone": the Vulkan and EGL probes in turn in one, the
+# CUDA probe in the other, which on a host without libcuda.so.1 ends at its
+# dlopen); and the Vulkan-and-EGL child alone ("one child").
 probe=$(dirname "$bin")/nodeprep-probe
 [ -x "$probe" ] || { echo "bench-selftest: $probe not built (make build)" >&2; exit 1; }
+tunables=$(sed -n 's/^const mallocTunables = "\(.*\)"$/\1/p' nodeprep/selftest/run.go)
+[ -n "$tunables" ] || { echo "bench-selftest: no mallocTunables in nodeprep/selftest/run.go" >&2; exit 1; }
 vkreq=$(jq -cn --arg icd "$icd" '{api: "vulkan", library: "libvulkan.so.1", fenceTimeoutMs: 22500, icdPaths: [$icd]}')
 eglreq='{"api":"egl","library":"libEGL.so.1"}'
 cudareq='{"api":"cuda","library":"libcuda.so.1"}'
-childenv="MESA_SHADER_CACHE_DIR=$cache __GL_SHADER_DISK_CACHE_PATH=$cache VK_LOADER_DEBUG=error,warn"
+childenv="MESA_SHADER_CACHE_DIR=$cache __GL_SHADER_DISK_CACHE_PATH=$cache VK_LOADER_DEBUG=error,warn GLIBC_TUNABLES=$tunables"
 cat >"$root/children.sh" <<EOS
 #!/bin/sh
 exec 3>/dev/null >/dev/null 2>&1
-env $childenv $probe __probe --report-pipe '$vkreq' &
-env $childenv $probe __probe --report-pipe '$eglreq' &
+env $childenv $probe __probe --report-pipe '$vkreq' '$eglreq' &
 env $childenv $probe __probe --report-pipe '$cudareq' &
 wait
 EOS
@@ -117,8 +118,8 @@ for i in $(seq "$rounds"); do
     -n "nodeprep selftest" "${selftest[*]}" \
     -n "vulkaninfo --summary" "vulkaninfo --summary" \
     -n "vulkaninfo --summary; eglinfo -B" "sh -c '$pair'" \
-    -n "the three probe children alone" "$root/children.sh" \
-    -n "one child, Vulkan and EGL in turn" "$root/onechild.sh" "${extra[@]}" >/dev/null 2>&1
+    -n "the two probe children alone" "$root/children.sh" \
+    -n "the Vulkan and EGL child alone" "$root/onechild.sh" "${extra[@]}" >/dev/null 2>&1
   # Cold: the cache emptied before the run (hyperfine's --prepare), as at
   # boot (/run is tmpfs).
   hyperfine -N --runs 2 --export-json "$out/cold-$i.json" --prepare "rm -rf '$cache'" \
@@ -140,8 +141,8 @@ jq -r --slurpfile c "$out/selftest-cold.json" '
   "ratio to vulkaninfo + eglinfo:  \($n / $ve * 100 | round / 100)x (target <= 0.6x)",
   "nodeprep selftest, shader cache emptied before each run: \($cold | ms) ms (\($cold / $v * 100 | round / 100)x vulkaninfo)",
   "the floor, without the nodeprep parent:",
-  "  the three probe children alone, in parallel: \($floor | ms) ms (\($floor / $v * 100 | round / 100)x vulkaninfo, \($floor / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
-  "  one child, Vulkan and EGL in turn:          \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
+  "  the two probe children alone, in parallel:  \($floor | ms) ms (\($floor / $v * 100 | round / 100)x vulkaninfo, \($floor / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
+  "  the Vulkan and EGL child alone:            \($one | ms) ms (\($one / $v * 100 | round / 100)x vulkaninfo, \($one / $ve * 100 | round / 100)x vulkaninfo + eglinfo)",
   (.[5:][] | (.times | median) as $x |
     if .command == "wgpu probe (Deno)" then
       "wgpu probe under Deno (Vulkan backend, dispatch verified): \($x | ms) ms; nodeprep / deno: \($n / $x * 100 | round / 100)x (target <= 0.7x)"

@@ -49,7 +49,9 @@ type Spec struct {
 	// Env is the child's environment ("KEY=value"); nil passes this
 	// process's environment on. Run adds the child's id to it.
 	Env []string
-	// Timeout bounds the child from its start; at the timeout it is
+	// Timeout bounds the child from its start to its first report, and
+	// from each report to the next when it writes several (a child that
+	// runs probes in turn has the timeout for each); at the timeout it is
 	// killed with its process group. Required (> 0).
 	Timeout time.Duration
 	// Grace is how long the child may run after its reports (tearing the
@@ -217,6 +219,8 @@ wait:
 					} else {
 						graceC = time.After(grace)
 					}
+				} else {
+					timer.Reset(spec.Timeout) // the next report's time
 				}
 			}
 		case <-exited:

@@ -8,5 +8,5 @@
 // self-test matches Vulkan adapters, and names each failure by its CUDA
 // error with the fix (fabric manager, the UVM module, a driver/library
 // mismatch). nodeprep/selftest runs it in a child of its own beside the
-// Vulkan and EGL probes; docs/commands.md, "The CUDA probe", describes it.
+// Vulkan and EGL probes' child; docs/commands.md, "The CUDA probe", describes it.
 package cudaprobe

@@ -323,8 +323,9 @@ func TestCancelledIsNotTimeout(t *testing.T) {
 }
 
 // BenchmarkRunStandIn times the whole probe stage of `selftest --simulate
-// dgx-h200 --allow-cpu-adapter`: eight simulated GPUs, the Vulkan, EGL and
-// CUDA children (this test binary, see TestMain) on lavapipe and Mesa EGL,
+// dgx-h200 --allow-cpu-adapter`: eight simulated GPUs, the Vulkan and EGL
+// probes' child and the CUDA child (this test binary, see TestMain) on
+// lavapipe and Mesa EGL,
 // with a warm shader cache, and the evaluation. Besides ns/op it reports,
 // per run, the medians' raw material the speed notes use (docs/faults.md,
 // "Self-test speed"): vkCreateInstance and eglInitialize, where loading

@@ -27,7 +27,7 @@ const (
 	DefaultVulkanLoader = "libvulkan.so.1"         // the loader's soname, found by the dynamic linker
 	DefaultEGLLibrary   = "libEGL.so.1"            // glvnd's libEGL soname
 	DefaultCUDALibrary  = cudaprobe.DefaultLibrary // libcuda.so.1, the CUDA driver library (WithCUDA)
-	DefaultTimeout      = 30 * time.Second         // how long each probe child may run
+	DefaultTimeout      = 30 * time.Second         // how long each probe may run (WithTimeout)
 )
 
 // Errors.
@@ -104,8 +104,10 @@ func WithEGLLibrary(path string) Option {
 	}
 }
 
-// WithTimeout bounds each probe child (default 30s; zero or negative keeps
-// it). A child still running then is killed with its process group.
+// WithTimeout bounds each probe (default 30s; zero or negative keeps it):
+// a probe child is killed with its process group when no report has come
+// for that long, from its start or from the report before (the Vulkan and
+// EGL probes share a child and run in turn, so each has the whole of it).
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -169,9 +171,10 @@ func WithCUDA(lib string, require *bool) Option {
 // WithLogger sets the logger for debug detail (the children's stderr).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// Run runs the self-test for the GPUs of inv: it starts the Vulkan and the
-// EGL probe children at the same time, each bounded by the timeout, and
-// evaluates their reports (Evaluate). A failed self-test is a Report with
+// Run runs the self-test for the GPUs of inv: it starts the probe
+// children (runProbes: the Vulkan and the EGL probe in turn in one, the
+// CUDA probe beside it), each probe bounded by the timeout, and evaluates
+// their reports (Evaluate). A failed self-test is a Report with
 // Passed false (see Report.Err), not an error; the error is for a missing
 // WithCommand (ErrNoCommand) or a nil inventory. It is Start, then Wait.
 func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, error) {
@@ -187,7 +190,8 @@ func Run(ctx context.Context, inv *gpu.Inventory, opts ...Option) (*Report, erro
 
 var errNilInventory = errors.New("selftest: nil inventory")
 
-// Probes is a self-test whose two probe children Start has started; Wait
+// Probes is a self-test whose probe children Start has started (the
+// Vulkan and EGL probes in turn in one, the CUDA probe in another); Wait
 // evaluates their reports against the inventory. The probes test the
 // host's drivers and need nothing of the inventory, so a caller reads
 // the inventory (the NVML child) or plans other work while they run.
@@ -195,17 +199,19 @@ type Probes struct {
 	o      options
 	hints  Hints
 	start  time.Time
-	ended  time.Time          // when both children had ended; set before done closes
+	ended  time.Time          // when every child had ended; set before done closes
 	cancel context.CancelFunc // ends the children (Stop)
-	done   chan struct{}      // closed when both children have ended
+	done   chan struct{}      // closed when every child has ended
 	vk     ProbeResult[VulkanReport]
 	egl    ProbeResult[EGLReport]
 	cuda   ProbeResult[cudaprobe.Report] // when o.cudaLib is set
 }
 
-// Start starts the Vulkan and the EGL probe children at the same time,
-// each bounded by the timeout and by ctx (cancelling ctx kills both: the
-// reports then say cancelled), and returns at once. The only error is a
+// Start starts the probe children (the Vulkan and the EGL probe in turn
+// in one, see runProbes; the CUDA probe, WithCUDA, in another at the same
+// time), each probe bounded by the timeout and every child by ctx
+// (cancelling ctx kills them: the reports then say cancelled), and
+// returns at once. The only error is a
 // missing WithCommand (ErrNoCommand). Every started Probes must end in
 // Wait or Stop, so that no child outlives the caller.
 func Start(ctx context.Context, opts ...Option) (*Probes, error) {
@@ -235,8 +241,8 @@ func Start(ctx context.Context, opts ...Option) (*Probes, error) {
 	}
 	go func() {
 		defer close(p.done)
-		// CUDA in a child of its own beside the other two: cuInit alone
-		// can take seconds on an 8-GPU server.
+		// CUDA in a child of its own beside the Vulkan and EGL one:
+		// cuInit alone can take seconds on an 8-GPU server.
 		var cudaDone chan struct{}
 		if p.o.cudaLib != "" {
 			cudaDone = make(chan struct{})
@@ -262,9 +268,9 @@ func (p *Probes) Stop() {
 	<-p.done
 }
 
-// Wait waits for both children and evaluates their reports against inv
-// (Evaluate). DurationMS is the children's time, from Start until both
-// had ended, plus the evaluation: what the caller did between the
+// Wait waits for the children and evaluates their reports against inv
+// (Evaluate). DurationMS is the children's time, from Start until every
+// one had ended, plus the evaluation: what the caller did between the
 // children's end and Wait (planning, writing a spec) is not the
 // self-test's. The error is for a nil inventory (after the children
 // have ended).
@@ -299,24 +305,94 @@ func (p *Probes) Wait(inv *gpu.Inventory) (*Report, error) {
 	return r, nil
 }
 
-// runProbes runs the two probes at the same time, each in a child of its
-// own. One child for both would load the libraries they share once and
-// save about 5 ms on Mesa, but two drivers initialising on two threads of
-// one process can deadlock (lavapipe's compute fence then never signals:
-// seen about once in 40 runs with Mesa 22.3 on a loaded machine), a hang
-// in one would take the other's report with it, and a crash could not be
-// told to the API whose driver made it. A boot check must not be flaky.
+// runProbes runs the Vulkan probe and then the EGL probe in one child,
+// on one thread, as a wgpu program with its default backends loads both
+// drivers in one process. On Mesa the two drivers share LLVM, which one
+// process loads and relocates once: measured on a 2-core machine, one
+// child running both in turn takes about 0.75 of the time of two
+// children running at the same time (docs/faults.md, "Self-test speed").
+// Two drivers initialising on two threads of one process can deadlock
+// (lavapipe's compute fence then never signals: seen about once in 40
+// runs with Mesa 22.3), so they are never run at the same time in one
+// process.
+//
+// A verdict against a driver still comes from a process of its own, as
+// when each probe had its own child: every probe that did not end clean
+// in the shared child (no report, a probe that stopped, a device with an
+// error or a dispatch that was not verified: see clean) is run again,
+// alone, in a fresh child, and that child's result is the one reported.
+// So a crash, an exit or a failure is told to the API whose driver made
+// it, with that child's output, and a failure the Vulkan driver left
+// behind in the process cannot pass for the EGL driver's. The one
+// exception is a probe that hung in the shared child (each probe there
+// has the whole timeout, from the report before it): it is not run
+// again, which would double the wait; its verdict says it did not finish.
+// A cancelled context runs nothing again.
 func runProbes(ctx context.Context, o *options, vkReq, eglReq ProbeRequest) (ProbeResult[VulkanReport], ProbeResult[EGLReport]) {
-	var (
-		wg  sync.WaitGroup
-		vk  ProbeResult[VulkanReport]
-		egl ProbeResult[EGLReport]
-	)
-	wg.Add(2)
-	go func() { defer wg.Done(); vk = probeChild(ctx, o, vkReq, DecodeVulkanReport) }()
-	go func() { defer wg.Done(); egl = probeChild(ctx, o, eglReq, DecodeEGLReport) }()
+	lines, res, failure := runChild(ctx, o, vkReq, eglReq)
+	vk := decodeResult(APIVulkan, lines, res, failure, DecodeVulkanReport)
+	egl := decodeResult(APIEGL, lines, res, failure, DecodeEGLReport)
+	egl.Escaped = 0 // the shared child's count is on the Vulkan result
+	if ctx.Err() != nil {
+		return vk, egl
+	}
+	var hung API
+	if failure != nil && failure.Kind == ReasonTimeout {
+		hung = APIEGL
+		if _, ok := lines[APIVulkan]; !ok {
+			hung = APIVulkan
+		}
+	}
+	again := func(api API, ok bool) bool { return !ok && hung != api }
+	redoVK, redoEGL := again(APIVulkan, vk.clean()), again(APIEGL, egl.clean())
+	var wg sync.WaitGroup
+	if redoVK {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shared := vk.Escaped
+			vk = probeChild(ctx, o, vkReq, DecodeVulkanReport)
+			vk.Escaped += shared
+		}()
+	}
+	if redoEGL {
+		wg.Add(1)
+		go func() { defer wg.Done(); egl = probeChild(ctx, o, eglReq, DecodeEGLReport) }()
+	}
 	wg.Wait()
 	return vk, egl
+}
+
+// clean says whether a probe ended as a working driver's does: a report,
+// the probe through all its stages, and no device or dispatch failed.
+// Anything else (which Evaluate may still accept: an unused adapter that
+// failed) is run again in a child of its own (runProbes). What wgpu's
+// rules or the inventory make of a clean report does not depend on the
+// process it came from.
+func (r ProbeResult[T]) clean() bool {
+	switch rep := any(r.Report).(type) {
+	case *VulkanReport:
+		if rep == nil || rep.Stage != "" || rep.Error != "" {
+			return false
+		}
+		for _, a := range rep.Adapters {
+			if a.Dispatch != nil && !a.Dispatch.Verified {
+				return false
+			}
+		}
+		return true
+	case *EGLReport:
+		if rep == nil || rep.Stage != "" || rep.Error != "" {
+			return false
+		}
+		for _, d := range rep.Devices {
+			if d.Error != "" {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // probeChild runs one probe alone in a child and decodes its report.
@@ -652,9 +728,25 @@ func shaderCacheEnv(cacheDir string) []string {
 // than "no driver accepted the instance". A working loader prints nothing.
 const loaderDebugEnv = "VK_LOADER_DEBUG=error,warn"
 
+// mallocTunables are glibc's malloc settings for the probe children
+// (glibc manual, "Memory Allocation Tunables"): the heap grows 16 MiB at
+// a time (top_pad), allocations below 32 MiB come from it rather than from
+// a mapping each (mmap_threshold), and the heap is madvised for
+// transparent huge pages (hugetlb=1; used where THP is "madvise" or
+// "always"). Drivers allocate tens of MiB at start-up (Mesa's lavapipe
+// about 30 MiB in some 300 large callocs, the Vulkan loader 10 MiB more),
+// and a 4 KiB page fault each is much of a probe's system time, more so in
+// a virtual machine. On the 2-core development machine they take a third
+// of the page faults and about a sixth of the time off a probe child
+// (docs/faults.md, "Self-test speed"). They change how memory is laid out,
+// not what any call returns; glibc ignores names it does not know.
+const mallocTunables = "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:glibc.malloc.top_pad=16777216"
+
 // probeEnv is env plus shaderCacheEnv and loaderDebugEnv for the variables
-// env does not set (the operator's own settings win). A nil env stays nil
-// (the child inherits nodeprep's environment).
+// env does not set (the operator's own settings win), and mallocTunables
+// before the operator's GLIBC_TUNABLES (glibc reads them in order, so the
+// operator's own win too). A nil env stays nil (the child inherits
+// nodeprep's environment).
 func probeEnv(env []string, cacheDir string) []string {
 	if env == nil {
 		return nil
@@ -665,6 +757,16 @@ func probeEnv(env []string, cacheDir string) []string {
 		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
 			out = append(out, kv)
 		}
+	}
+	const tunables = "GLIBC_TUNABLES="
+	if i := slices.IndexFunc(out, func(e string) bool { return strings.HasPrefix(e, tunables) }); i >= 0 {
+		if own := strings.TrimPrefix(out[i], tunables); own != "" {
+			out[i] = tunables + mallocTunables + ":" + own
+		} else {
+			out[i] = tunables + mallocTunables
+		}
+	} else {
+		out = append(out, tunables+mallocTunables)
 	}
 	return out
 }

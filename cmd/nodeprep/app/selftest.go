@@ -39,7 +39,7 @@ type selftestOptions struct {
 func (o *selftestFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&o.vulkanLoader, "vulkan-loader", selftest.DefaultVulkanLoader, "Vulkan loader to dlopen (a path, or a name for the dynamic linker's search)")
 	f.StringVar(&o.eglLib, "egl-lib", selftest.DefaultEGLLibrary, "EGL library to dlopen (libglvnd's libEGL.so.1)")
-	f.DurationVar(&o.timeout, "timeout", selftest.DefaultTimeout, "how long each probe child may run before it is killed")
+	f.DurationVar(&o.timeout, "timeout", selftest.DefaultTimeout, "how long each probe may run before its child is killed")
 	f.BoolVar(&o.allowCPUAdapter, "allow-cpu-adapter", false, "let a CPU adapter (lavapipe) and Mesa's EGL device stand in for simulated GPUs (needs --simulate)")
 	f.BoolVar(&o.requireEGL, "require-egl", true, "fail when EGL fails (false: report EGL only)")
 	f.StringVar(&o.cudaLib, "cuda-lib", selftest.DefaultCUDALibrary, "CUDA driver library to dlopen for the CUDA probe (a path, or a name for the dynamic linker's search)")

@@ -129,7 +129,8 @@ func Serve(a Args, stdout io.Writer) error {
 }
 
 // serveCUDA serves a CUDA probe request (cudaprobe): alone in its child,
-// as selftest runs each API in a child of its own.
+// as selftest runs it (cuInit can take seconds; the Vulkan and EGL probes
+// do not wait for it).
 func serveCUDA(a Args, stdout io.Writer) error {
 	if len(a.Requests) != 1 {
 		return fault.Usage(errors.New("a CUDA probe request comes alone"))

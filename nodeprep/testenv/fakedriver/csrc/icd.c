@@ -14,6 +14,11 @@
  *                           properties) report conformance 0.0.0.0
  *   crash-on-wgpu-instance  vkCreateInstance dies (SIGSEGV) when asked for
  *                           Vulkan 1.3 or any instance extension of wgpu's
+ *   poison-egl              vkCreateInstance points the process's EGL
+ *                           vendor search at a file that does not exist
+ *                           (__EGL_VENDOR_LIBRARY_FILENAMES), as a driver
+ *                           that changes its process's environment would:
+ *                           EGL then fails in that process only
  * Everything else is the real driver's. Both the self-test's own tests and
  * the differential test against wgpu (wgpuoracle) use it. */
 #define VK_NO_PROTOTYPES
@@ -98,6 +103,8 @@ static VkResult VKAPI_CALL fake_CreateInstance(const VkInstanceCreateInfo *ci, c
 			*p = 1;
 		}
 	}
+	if (fault_is("poison-egl"))
+		setenv("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent/poisoned-by-the-vulkan-driver.json", 1);
 	PFN_vkCreateInstance create = (PFN_vkCreateInstance)real_gipa(NULL, "vkCreateInstance");
 	VkResult r = create(ci, alloc, out);
 	if (r == VK_SUCCESS)
