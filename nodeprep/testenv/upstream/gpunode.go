@@ -329,9 +329,11 @@ type GPUNode struct {
 // a process in the node's namespace against the fake dgx-h200 NVML, with
 // o's strategies and driver root. It returns once the Node's
 // nvidia.com/gpu capacity is o.GPUs, and fails t (with the plugin's log)
-// when it is not within 2 minutes. t.Cleanup stops everything.
+// when it is not within 2 minutes. t.Cleanup stops everything, then
+// checks that the host is as it was (CheckHostUnchanged).
 func StartGPUNode(t testing.TB, api *APIServer, o GPUNodeOptions) *GPUNode {
 	t.Helper()
+	CheckHostUnchanged(t)
 	plugin := Tool(t, DevicePlugin, "nvidia-device-plugin")
 	tkDir := Dir(t, o.Toolkit)
 	cdiDir := filepath.Join(t.TempDir(), "cdi")

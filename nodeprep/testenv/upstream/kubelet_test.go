@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,84 +11,13 @@ import (
 	"time"
 )
 
-// hostState is what the node's programs could change on this machine and
-// must not: the kubelet's sysctls, the host's network interfaces, the
-// cgroups named for Kubernetes at the top of each hierarchy, and the
-// kubelet's default directories.
-type hostState struct {
-	Sysctls    map[string]string
-	Interfaces []string
-	KubeCgroup []string
-	Paths      map[string]bool
-}
-
-func snapshotHost(t *testing.T) hostState {
-	t.Helper()
-	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
-	for _, k := range kubeletSysctls {
-		if data, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
-			s.Sysctls[k] = strings.TrimSpace(string(data))
-		}
-	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		s.Interfaces = append(s.Interfaces, i.Name)
-	}
-	// Two levels: /sys/fs/cgroup/<controller>/<name> on v1, and
-	// /sys/fs/cgroup/<name> on v2.
-	for _, pat := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup/*/*"} {
-		m, _ := filepath.Glob(pat)
-		for _, p := range m {
-			if strings.Contains(filepath.Base(p), "kube") {
-				s.KubeCgroup = append(s.KubeCgroup, p)
-			}
-		}
-	}
-	for _, p := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/etc/kubernetes", "/run/containerd/runc/k8s.io"} {
-		_, err := os.Lstat(p)
-		s.Paths[p] = err == nil
-	}
-	return s
-}
-
-// checkHostUnchanged registers (first, so it runs after every other
-// cleanup) a comparison of the host's state with the one before the test.
-func checkHostUnchanged(t *testing.T) {
-	t.Helper()
-	before := snapshotHost(t)
-	t.Cleanup(func() {
-		after := snapshotHost(t)
-		for k, v := range before.Sysctls {
-			if after.Sysctls[k] != v {
-				t.Errorf("the host's %s changed: %s → %s", k, v, after.Sysctls[k])
-			}
-		}
-		if !slices.Equal(before.Interfaces, after.Interfaces) {
-			t.Errorf("the host's network interfaces changed: %v → %v", before.Interfaces, after.Interfaces)
-		}
-		for _, p := range after.KubeCgroup {
-			if !slices.Contains(before.KubeCgroup, p) {
-				t.Errorf("cgroup %s was left on the host", p)
-			}
-		}
-		for p, was := range before.Paths {
-			if after.Paths[p] != was {
-				t.Errorf("%s on the host: existed %v, now %v", p, was, after.Paths[p])
-			}
-		}
-	})
-}
-
 // TestRealKubeletRegistersAndRuns starts the real kubelet and
 // kube-scheduler against the real API server: the Node registers with
 // the flags' taints and labels, the scheduler binds a tolerating
 // host-network pod to it and leaves one without tolerations Pending, the
 // kubelet runs the pod through containerd, and the host is unchanged.
 func TestRealKubeletRegistersAndRuns(t *testing.T) {
-	checkHostUnchanged(t)
+	CheckHostUnchanged(t)
 	api := StartAPIServer(t)
 	ns := StartNodeNamespace(t)
 	sandbox := "localhost/nodeprep-pause:test"
