@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,5 +90,71 @@ func TestRealKubeletRegistersAndRuns(t *testing.T) {
 	json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/namespaces/default/pods/intolerant", "", nil), &p) //nolint:errcheck
 	if p.Spec.NodeName != "" {
 		t.Errorf("the pod without tolerations was bound to %s past the registration taints", p.Spec.NodeName)
+	}
+}
+
+// TestRealKubeletPodNetwork starts the real kubelet on a containerd with
+// a pod network (ContainerdConfig.Network): the Node must go Ready (the
+// CRI reports NetworkReady), a pod off the host network that tolerates
+// nothing must run there with an address of PodSubnet, and the host must
+// be unchanged — the bridge, the pods' veths and the forwarding sysctl
+// are the node namespace's. Without the network the Node stays NotReady
+// (TestRealKubeletRegistersAndRuns: its not-ready taint).
+func TestRealKubeletPodNetwork(t *testing.T) {
+	CheckHostUnchanged(t)
+	api := StartAPIServer(t)
+	ns := StartNodeNamespace(t)
+	sandbox := "localhost/nodeprep-pause:test"
+	pause := filepath.Join(t.TempDir(), "pause.tar")
+	WritePauseImage(t, pause, sandbox)
+	k := StartKubelet(t, api, KubeletOptions{
+		NodeName:         "net-0",
+		Namespace:        ns,
+		ContainerdConfig: ContainerdConfig{SandboxImage: sandbox, Network: true},
+	})
+	k.Containerd.ImportImage(t, pause)
+	if _, err := k.Registered(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	StartScheduler(t, api)
+	StartControllerManager(t, api)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var n struct {
+			Status struct {
+				Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+			} `json:"status"`
+		}
+		json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/nodes/net-0", "", nil), &n) //nolint:errcheck
+		ready := slices.ContainsFunc(n.Status.Conditions, func(c struct{ Type, Status, Message string }) bool {
+			return c.Type == "Ready" && c.Status == "True"
+		})
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node is not Ready with a pod network: %+v", n.Status.Conditions)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	CreateWhenAdmitted(t, api, "/api/v1/namespaces/default/pods", map[string]any{
+		"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "networked", "namespace": "default"},
+		"spec": map[string]any{
+			"automountServiceAccountToken": false,
+			"containers":                   []any{map[string]any{"name": "c", "image": sandbox, "imagePullPolicy": "Never"}},
+		},
+	}, time.Minute)
+	if phase := WaitPod(t, api, "default", "networked", 2*time.Minute, "Running"); phase != "Running" {
+		t.Fatalf("the pod is %s", phase)
+	}
+	var p struct {
+		Status struct {
+			PodIP string `json:"podIP"`
+		} `json:"status"`
+	}
+	json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/namespaces/default/pods/networked", "", nil), &p) //nolint:errcheck
+	_, subnet, _ := net.ParseCIDR(PodSubnet)
+	if ip := net.ParseIP(p.Status.PodIP); ip == nil || !subnet.Contains(ip) {
+		t.Errorf("the pod's IP %q is not of the pod network %s", p.Status.PodIP, PodSubnet)
 	}
 }
