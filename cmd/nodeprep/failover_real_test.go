@@ -239,6 +239,7 @@ func TestRealFailover(t *testing.T) {
 // (RabbitMQ, node_exporter, Prometheus and the KEDA operator).
 func startHybrid(t *testing.T, scaling bool) *hybrid {
 	t.Helper()
+	begin := time.Now()
 	api := upstream.StartAPIServer(t)
 	h := &hybrid{t: t, api: api, node: "gpu-onprem-1", logs: map[string]func() string{}}
 	sched := upstream.StartScheduler(t, api)
@@ -332,6 +333,7 @@ func startHybrid(t *testing.T, scaling bool) *hybrid {
 	// What docs/cluster.md tells users to create beside the manifests.
 	api.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", "", map[string]any{
 		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": "nvidia-cdi"}, "handler": "nvidia-cdi"})
+	t.Logf("the cluster up, the on-prem node Ready and healthy: %s", time.Since(begin).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, log := range h.logs {
