@@ -31,8 +31,10 @@ const poolLabel = "payload=gpu"
 
 // TestRealDevicePluginPodPath is the pod-path matrix's working row with
 // every stand-in replaced by the real component: `nodeprep up` patches
-// the specs of the 1.20 tree (mesaHost) and writes the k3s drop-in; the
-// real kubelet registers the Node with the drop-in's taints and labels as
+// the specs of the 1.20 tree (upstream.GPUHost) and writes the k3s
+// drop-in; the node's programs start as upstream.StartGPUNode starts them
+// (TestRealFailover's on-prem node is the same node): the real kubelet
+// registers the Node with the drop-in's taints and labels as
 // k3s passes them; the real NVIDIA device plugin (upstream.DevicePlugin),
 // run against the fake dgx-h200 NVML with the values `cluster render`
 // emits (deviceListStrategy, deviceIDStrategy, driver root), registers
@@ -49,7 +51,8 @@ const poolLabel = "payload=gpu"
 // where this machine requires it, and only there: the probe image and
 // command in place of the placeholder workload (one container for each
 // probe), the host network and a toleration of node.kubernetes.io/not-ready
-// (no CNI runs, so the node stays NotReady).
+// (the node is started without a pod network, so it stays NotReady;
+// TestRealFailover gives its node one and runs the Job as rendered).
 func TestRealDevicePluginPodPath(t *testing.T) {
 	if os.Geteuid() != 0 {
 		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
