@@ -12,7 +12,9 @@
 #          + Mesa EGL, jq. TestDemoDepsHaveBuildHeaders keeps the headers
 #          in this set.
 #   test   demo's, plus runc (in-container self-test), iproute2 (the veth
-#          pair of the real kubelet's private network namespace), nix-bin
+#          pair of the real kubelet's private network namespace),
+#          containernetworking-plugins (the bridge pod network of the
+#          failover's real on-prem node, inside that namespace), nix-bin
 #          (the Nix checks), npm (scripts/build-tools.sh installs Deno, the
 #          tests' wgpu, with it), and prometheus, prometheus-node-exporter
 #          and rabbitmq-server (the failover tests run their own instances
@@ -28,7 +30,7 @@ demo=(
   libvulkan1 libvulkan-dev mesa-vulkan-drivers
   libegl1 libegl-dev libegl-mesa0 libglvnd0 libglvnd-core-dev
 )
-test=("${demo[@]}" runc iproute2 nix-bin time npm prometheus prometheus-node-exporter rabbitmq-server)
+test=("${demo[@]}" runc iproute2 containernetworking-plugins nix-bin time npm prometheus prometheus-node-exporter rabbitmq-server)
 # Packages whose system service the tests never use (and whose ports
 # must stay free): not started at install, disabled after.
 services=(prometheus prometheus-node-exporter rabbitmq-server)

@@ -16,7 +16,9 @@ import (
 
 // TestRealFailoverDrill runs `nodeprep cluster drill --run` (the built
 // binary) against the failover cluster of TestRealFailover without its
-// scaling part: the real kube-scheduler places the canary, Karpenter's
+// scaling part: the real kube-scheduler places the canary, the on-prem
+// node's real kubelet runs it through containerd with a GPU from the
+// device plugin (baseline and return), Karpenter's
 // kwok provider launches the fallback node from the NodePool `cluster
 // render` writes (consolidateAfter 10s) and its consolidation reclaims
 // it. The drill must pass every phase, report the one fallback node of

@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeprep/nodeprep/nodeprep/cluster"
+	"github.com/nodeprep/nodeprep/nodeprep/gpu"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/kubenode"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
@@ -56,6 +61,8 @@ type hybrid struct {
 	api  *upstream.APIServer
 	root string // the on-prem node's host root
 	node string
+	gpu  *upstream.GPUNode   // the on-prem node's programs
+	gpus []gpu.GPU           // its simulated GPUs
 	env  map[string][]string // the GPU drivers: "good" and "crash"
 	prom *upstream.Prometheus
 	mq   *upstream.RabbitMQ
@@ -64,26 +71,31 @@ type hybrid struct {
 
 // TestRealFailover walks the failover the rendered manifests describe on
 // a hermetic cluster of real components: kube-apiserver, kube-scheduler
-// and kube-controller-manager; the on-prem GPU node, registered from
-// nodeprep's drop-in with the kubelet's credential and reported to by
-// nodeprep health, played by kwok (STANDING IN for the real kubelet: its
-// pods do not run containers, it offers the 8 GPUs the simulated node
-// has); Karpenter's kwok provider with the NodePool `cluster render`
-// writes, its nodes played by kwok; Prometheus scraping the node's
-// metrics file through node_exporter's textfile collector; RabbitMQ with
-// the work queue; the KEDA operator with the rendered ScaledJob. The
-// manifests are applied as rendered, their placeholders filled by the
-// flags docs/cluster.md names.
+// and kube-controller-manager; the on-prem GPU node run by its own real
+// programs (upstream.StartGPUNode, as TestRealDevicePluginPodPath runs
+// it): the kubelet registering the Node from nodeprep's drop-in,
+// containerd running its pods through the nvidia-cdi handler and the spec
+// nodeprep patched, the NVIDIA device plugin allocating the 8 simulated
+// GPUs (fake NVML), a bridge pod network in the node's namespace, and
+// nodeprep health reporting to the Node with the kubelet's credential;
+// Karpenter's kwok provider with the NodePool `cluster render` writes,
+// its nodes played by kwok (their pods run no containers); Prometheus
+// scraping the node's metrics file through node_exporter's textfile
+// collector; RabbitMQ with the work queue; the KEDA operator with the
+// rendered ScaledJob. The manifests are applied as rendered, their
+// placeholders filled by the flags docs/cluster.md names; the one image
+// they name is built here (workloadImage), as no registry is reachable.
 //
-// healthy (work on-prem, no fallback node, no KEDA job) → the fake ICD
-// crashes → health turns the condition and the label → a new GPU Job
-// goes Pending, Karpenter launches a fallback node, the pod runs there;
-// with work queued and the pool down KEDA starts Jobs, capped at
-// maxReplicaCount, and the NodePool's GPU limit caps the nodes under the
-// burst → recovery → new work on-prem, the emptied fallback nodes
-// consolidated away, KEDA starts nothing. Each step is logged with its
-// time; the deadlines are generous and only catch a step that never
-// happens.
+// healthy (work on-prem: its container runs with the one GPU the device
+// plugin allocated; no fallback node, no KEDA job) → the fake ICD
+// crashes → health turns the condition and the label on the real Node →
+// a new GPU Job goes Pending, Karpenter launches a fallback node, the pod
+// runs there; with work queued and the pool down KEDA starts Jobs, capped
+// at maxReplicaCount, and the NodePool's GPU limit caps the nodes under
+// the burst → recovery → new work runs on the real kubelet again, with a
+// GPU of its own, the emptied fallback nodes consolidated away, KEDA
+// starts nothing. Each step is logged with its time; the deadlines are
+// generous and only catch a step that never happens.
 func TestRealFailover(t *testing.T) {
 	h := startHybrid(t, true)
 	dir := h.render()
@@ -98,6 +110,9 @@ func TestRealFailover(t *testing.T) {
 		t.Fatalf("healthy: the GPU Job's pod runs on %q, want the on-prem node %s", pod.node, h.node)
 	}
 	t.Logf("healthy: the Job's pod Running on-prem %s after it was created", took)
+	// Run for real: containerd started its container through the
+	// nvidia-cdi handler, with the GPU the device plugin allocated.
+	h.podGPU(ns, pod)
 	h.mq.Publish(t, queueName, 5) // work waiting: still on-prem's
 	h.hold("healthy, work queued: no fallback node, no KEDA Job", 45*time.Second, func() string {
 		if n := len(h.list("/apis/karpenter.sh/v1/nodeclaims")); n != 0 {
@@ -165,6 +180,12 @@ func TestRealFailover(t *testing.T) {
 		t.Errorf("burst: %d GPU pods want the fallback, want more than its limit %d", got, maxGPUs)
 	}
 
+	// The real kubelet's status updates (every 2 s) over the outage left
+	// health's condition and label as they were.
+	if cond, label := h.nodeState(); cond != "True" || label != "false" {
+		t.Fatalf("after the burst: %s=%s, %s=%q; want True, false (the kubelet's own status updates)", kubenode.ConditionType, cond, kubenode.LabelGPUReady, label)
+	}
+
 	// Recovery: the ICD works again.
 	rec := time.Now()
 	if r := h.nodeprep("good", "health"); r.code != 0 {
@@ -182,6 +203,7 @@ func TestRealFailover(t *testing.T) {
 	if pod.node != h.node {
 		t.Fatalf("recovered: the new Job's pod runs on %q, want the on-prem node %s", pod.node, h.node)
 	}
+	h.podGPU(ns, pod)
 	t.Logf("recovery → new work Running on-prem: %s", time.Since(rec).Round(time.Millisecond))
 	// The fallback's work finishes (kwok's pods never end by themselves):
 	// the burst's backlog is consumed down to a few messages (as many as
@@ -210,12 +232,14 @@ func TestRealFailover(t *testing.T) {
 	})
 }
 
-// startHybrid starts the failover cluster and brings the on-prem node up
-// and registered, healthy: the control plane, kwok, the on-prem node and
-// Karpenter's kwok provider always; with scaling also what the ScaledJob
-// needs (RabbitMQ, node_exporter, Prometheus and the KEDA operator).
+// startHybrid starts the failover cluster and brings the on-prem node up,
+// registered, Ready and healthy: the control plane, kwok, the on-prem
+// node (its real kubelet, containerd and device plugin) and Karpenter's
+// kwok provider always; with scaling also what the ScaledJob needs
+// (RabbitMQ, node_exporter, Prometheus and the KEDA operator).
 func startHybrid(t *testing.T, scaling bool) *hybrid {
 	t.Helper()
+	begin := time.Now()
 	api := upstream.StartAPIServer(t)
 	h := &hybrid{t: t, api: api, node: "gpu-onprem-1", logs: map[string]func() string{}}
 	sched := upstream.StartScheduler(t, api)
@@ -225,31 +249,60 @@ func startHybrid(t *testing.T, scaling bool) *hybrid {
 	kwok := upstream.StartKwok(t, api)
 	h.logs["kwok"] = kwok.Log
 
-	// The on-prem node: nodeprep's config, up, the kubelet's credential
-	// and the Node its kubelet registers from the drop-in.
+	// The on-prem node: the GPU host tree (the committed NixOS tree with
+	// this machine's stand-ins for the driver and the real generator's
+	// specs), nodeprep's config and up; then the node's own programs
+	// (upstream.StartGPUNode): containerd with the NVIDIA runtime handlers
+	// and the patched spec, the real kubelet registering the Node from up's
+	// drop-in, the real device plugin against the fake NVML offering the 8
+	// GPUs, with the values `cluster render` emits; a pod network, so the
+	// Node goes Ready and the rendered Job's pods run as rendered.
 	icd, egl := lavapipe(t)
 	fakeICD, fakeEGL := testkit.FakeDrivers(t)
 	h.env = map[string][]string{
 		"good":  {"VK_DRIVER_FILES=" + icd, "__EGL_VENDOR_LIBRARY_FILENAMES=" + egl},
 		"crash": {"VK_DRIVER_FILES=" + fakeICD.Manifest, "__EGL_VENDOR_LIBRARY_FILENAMES=" + fakeEGL.Manifest, "FAKE_FAULT=segv"},
 	}
-	h.root = hostCopy(t, "nixos-h200")
+	h.root = upstream.GPUHost(t, upstream.GPUHostSetup{Tree: "nixos-h200", Toolkit: upstream.Toolkit120, Unit: "new"}, icd, egl)
 	testkit.WriteFiles(t, h.root, map[string]string{"/etc/nodeprep/config.yaml": failoverConfig}, nil)
 	if r := h.nodeprep("good", "up"); r.code != 0 {
 		t.Fatalf("up: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	kubelet := api.KubeletCredential(t, h.root, k3s.DefaultDataDir, h.node)
-	labels, taints := registration(t, h.root, map[string]string{"kubernetes.io/hostname": h.node, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"})
-	resources := map[string]string{"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-	node := map[string]any{"apiVersion": "v1", "kind": "Node",
-		"metadata": map[string]any{"name": h.node, "labels": labels,
-			"annotations": map[string]string{upstream.KwokNodeAnnotation: upstream.KwokNodeValue}},
-		"spec":   map[string]any{"taints": taints},
-		"status": map[string]any{"capacity": resources, "allocatable": resources},
+	values := h.pluginValues()
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code, body, err := api.DoAs(t, kubelet, http.MethodPost, "/api/v1/nodes", "", node); err != nil || code != http.StatusCreated {
-		t.Fatalf("registering %s as its kubelet: %d %v %s", h.node, code, err, body)
+	h.gpus = inv.GPUs
+	h.gpu = upstream.StartGPUNode(t, api, upstream.GPUNodeOptions{
+		NodeName: h.node, Root: h.root, Toolkit: upstream.Toolkit120, Images: []string{workloadImage(t)}, Network: true,
+		GPUs: len(inv.GPUs), DeviceListStrategy: *values.DeviceListStrategy, DeviceIDStrategy: *values.DeviceIDStrategy, DriverRoot: *values.NvidiaDriverRoot,
+	})
+	h.logs["kubelet"] = func() string { return tailFile(h.gpu.Kubelet.Log) }
+	h.logs["device plugin"] = func() string { return tailFile(h.gpu.DevicePluginLog) }
+	h.logs["containerd"] = func() string { return tailFile(h.gpu.Kubelet.Containerd.Log) }
+	h.wait("the on-prem Node Ready", 2*time.Minute, func() bool { return h.nodeCondition("Ready") == "True" })
+	// The Node carries the drop-in's labels and taints as registered.
+	labels, taints := registration(t, h.root, map[string]string{})
+	var n corev1.Node
+	if err := json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/nodes/"+h.node, "", nil), &n); err != nil {
+		t.Fatal(err)
 	}
+	for k, v := range labels {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			t.Fatalf("the real Node lacks the drop-in's label %s=%s (%q, %t)", k, v, got, ok)
+		}
+	}
+	for _, tn := range taints {
+		if !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool {
+			return x.Key == tn["key"] && x.Value == tn["value"] && string(x.Effect) == tn["effect"]
+		}) {
+			t.Fatalf("the real Node lacks the drop-in's taint %v: %v", tn, n.Spec.Taints)
+		}
+	}
+	// nodeprep health reports with the kubelet's credential where k3s's
+	// agent keeps it.
+	api.KubeletCredential(t, h.root, k3s.DefaultDataDir, h.node)
 	// The health run that reports to it (up ran before it registered).
 	if r := h.nodeprep("good", "health"); r.code != 0 {
 		t.Fatalf("health: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -280,6 +333,7 @@ func startHybrid(t *testing.T, scaling bool) *hybrid {
 	// What docs/cluster.md tells users to create beside the manifests.
 	api.MustDo(t, http.MethodPost, "/apis/node.k8s.io/v1/runtimeclasses", "", map[string]any{
 		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": "nvidia-cdi"}, "handler": "nvidia-cdi"})
+	t.Logf("the cluster up, the on-prem node Ready and healthy: %s", time.Since(begin).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
 			for name, log := range h.logs {
@@ -382,7 +436,7 @@ func (h *hybrid) apply(file string, meta map[string]any) {
 	upstream.CreateWhenAdmitted(h.t, h.api, path+"?fieldValidation=Strict", obj, time.Minute)
 }
 
-type podState struct{ phase, node string }
+type podState struct{ phase, node, name, uid string }
 
 // waitPod waits for the pod of Job ns/job to reach phase and returns it
 // and how long that took.
@@ -392,11 +446,12 @@ func (h *hybrid) waitPod(ns, job, phase string, deadline time.Duration) (podStat
 	took := h.wait(fmt.Sprintf("Job %s's pod %s", job, phase), deadline, func() bool {
 		for _, item := range h.list("/api/v1/namespaces/" + ns + "/pods?labelSelector=job-name%3D" + job) {
 			var pod struct {
-				Spec   struct{ NodeName string } `json:"spec"`
-				Status struct{ Phase string }    `json:"status"`
+				Metadata struct{ Name, UID string } `json:"metadata"`
+				Spec     struct{ NodeName string }  `json:"spec"`
+				Status   struct{ Phase string }     `json:"status"`
 			}
 			if json.Unmarshal(item, &pod) == nil {
-				p = podState{pod.Status.Phase, pod.Spec.NodeName}
+				p = podState{pod.Status.Phase, pod.Spec.NodeName, pod.Metadata.Name, pod.Metadata.UID}
 				if p.phase == phase {
 					return true
 				}
@@ -483,6 +538,181 @@ func (h *hybrid) nodeState() (cond, label string) {
 		}
 	}
 	return cond, n.Metadata.Labels[kubenode.LabelGPUReady]
+}
+
+// nodeCondition is the status of the on-prem Node's condition typ ("" when
+// it has none).
+func (h *hybrid) nodeCondition(typ string) string {
+	h.t.Helper()
+	var n kubenode.NodeObject
+	if err := json.Unmarshal(h.api.MustDo(h.t, http.MethodGet, "/api/v1/nodes/"+h.node, "", nil), &n); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// pluginValues are the device plugin's chart values `cluster render`
+// emits for the pool (device-plugin-values.yaml): its strategies and the
+// driver root.
+func (h *hybrid) pluginValues() cluster.DevicePluginValues {
+	h.t.Helper()
+	out := filepath.Join(h.t.TempDir(), "values")
+	r := run(h.t, nil, "cluster", "render", "--config", filepath.Join(h.root, "etc/nodeprep/config.yaml"), "--out", out)
+	if r.code != 0 {
+		h.t.Fatalf("cluster render: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "device-plugin-values.yaml"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var v cluster.DevicePluginValues
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		h.t.Fatalf("device-plugin-values.yaml: %v", err)
+	}
+	if v.DeviceListStrategy == nil || v.DeviceIDStrategy == nil || v.NvidiaDriverRoot == nil {
+		h.t.Fatalf("the rendered values lack a strategy or the driver root:\n%s", data)
+	}
+	return v
+}
+
+// workloadImage writes the image the rendered Job and the drill's canary
+// name (the --image of render and drill) as an OCI archive: the test
+// rootfs (a workload image's base: the toolkit's hooks run its ldconfig)
+// and one static program, as /app (the entrypoint) and as sleep on the
+// PATH (the canary's command), that prints NVIDIA_VISIBLE_DEVICES and the
+// GPU device nodes it sees (/dev/nvidia<minor>), one a line, then waits
+// for SIGTERM.
+func workloadImage(t *testing.T) string {
+	t.Helper()
+	rootfs := testkit.ContainerRootfs(t)
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "layer")
+	src := filepath.Join(dir, "app.c")
+	prog := `#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void stop(int s) { (void)s; _exit(0); }
+int main(void) {
+	signal(SIGTERM, stop);
+	signal(SIGINT, stop);
+	const char *v = getenv("NVIDIA_VISIBLE_DEVICES");
+	printf("` + envLine + `%s\n", v ? v : "");
+	DIR *d = opendir("/dev");
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (strncmp(e->d_name, "nvidia", 6) == 0 && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+			printf("` + deviceLine + `/dev/%s\n", e->d_name);
+	printf("` + doneLine + `\n");
+	fflush(stdout);
+	for (;;) pause();
+}
+`
+	if err := os.MkdirAll(filepath.Join(layer, "usr", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-static", "-O2", "-o", filepath.Join(layer, "app"), src).CombinedOutput(); err != nil {
+		t.Fatalf("building the workload program: %v\n%s", err, out)
+	}
+	if err := os.Link(filepath.Join(layer, "app"), filepath.Join(layer, "usr", "bin", "sleep")); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(dir, "app.tar")
+	if err := upstream.WriteOCIArchive(archive, upstream.Image{Ref: workloadRef, Layers: []string{rootfs, layer}, Entrypoint: []string{"/app"}}); err != nil {
+		t.Fatal(err)
+	}
+	return archive
+}
+
+// What the workload program prints (workloadImage).
+const (
+	workloadRef = "registry.example/gpu/app:1.0"
+	envLine     = "NVIDIA_VISIBLE_DEVICES="
+	deviceLine  = "device "
+	doneLine    = "listed"
+)
+
+// podGPU reads what the on-prem pod's container gpu printed (from its CRI
+// log in the node's namespace) and what the kubelet's device manager
+// allocated it (its checkpoint, kubelet_internal_checkpoint: the device
+// IDs per pod, container and resource), and fails the test unless the
+// container was given exactly one GPU — one device node
+// /dev/nvidia<minor>, of the GPU whose UUID the device plugin allocated.
+// It returns the GPU's UUID.
+func (h *hybrid) podGPU(ns string, p podState) string {
+	h.t.Helper()
+	dir := h.gpu.Kubelet.Namespace.Path(filepath.Join("/var/log/pods", ns+"_"+p.name+"_"+p.uid, "gpu"))
+	var lines []string
+	h.wait("the workload's report in its log", time.Minute, func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		if len(files) == 0 {
+			return false
+		}
+		data, _ := os.ReadFile(files[0])
+		lines = nil
+		for _, l := range strings.Split(string(data), "\n") {
+			// CRI log lines: "<time> <stream> <P|F> <text>".
+			if f := strings.SplitN(l, " ", 4); len(f) == 4 && f[1] == "stdout" {
+				lines = append(lines, f[3])
+			}
+		}
+		return slices.Contains(lines, doneLine)
+	})
+	var env string
+	var devices []string
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, envLine); ok {
+			env = v
+		}
+		if v, ok := strings.CutPrefix(l, deviceLine); ok {
+			devices = append(devices, v)
+		}
+	}
+	var cp struct {
+		Data struct {
+			PodDeviceEntries []struct {
+				PodUID, ContainerName, ResourceName string
+				DeviceIDs                           map[string][]string
+			}
+		}
+	}
+	data, err := os.ReadFile(h.gpu.Kubelet.Namespace.Path("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"))
+	if err == nil {
+		err = json.Unmarshal(data, &cp)
+	}
+	if err != nil {
+		h.t.Fatalf("the kubelet's device checkpoint: %v", err)
+	}
+	var ids []string
+	for _, e := range cp.Data.PodDeviceEntries {
+		if e.PodUID == p.uid && e.ContainerName == "gpu" && e.ResourceName == "nvidia.com/gpu" {
+			for _, v := range e.DeviceIDs {
+				ids = append(ids, v...)
+			}
+		}
+	}
+	if len(ids) != 1 {
+		h.t.Fatalf("the kubelet allocated the pod's container %d nvidia.com/gpu devices %v, want 1", len(ids), ids)
+	}
+	i := slices.IndexFunc(h.gpus, func(g gpu.GPU) bool { return g.UUID == ids[0] })
+	if i < 0 {
+		h.t.Fatalf("the device plugin allocated %q, not one of the node's GPUs", ids[0])
+	}
+	if want := fmt.Sprintf("/dev/nvidia%d", h.gpus[i].Minor); len(devices) != 1 || devices[0] != want {
+		h.t.Fatalf("the container sees GPU device nodes %v, want exactly %s (allocated %s; NVIDIA_VISIBLE_DEVICES=%q)", devices, want, ids[0], env)
+	}
+	h.t.Logf("the pod's container got GPU %s (%s; NVIDIA_VISIBLE_DEVICES=%q)", ids[0], devices[0], env)
+	return ids[0]
 }
 
 // wait polls ok every 250 ms until it holds and returns how long that

@@ -21,7 +21,6 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
@@ -32,8 +31,10 @@ const poolLabel = "payload=gpu"
 
 // TestRealDevicePluginPodPath is the pod-path matrix's working row with
 // every stand-in replaced by the real component: `nodeprep up` patches
-// the specs of the 1.20 tree (mesaHost) and writes the k3s drop-in; the
-// real kubelet registers the Node with the drop-in's taints and labels as
+// the specs of the 1.20 tree (upstream.GPUHost) and writes the k3s
+// drop-in; the node's programs start as upstream.StartGPUNode starts them
+// (TestRealFailover's on-prem node is the same node): the real kubelet
+// registers the Node with the drop-in's taints and labels as
 // k3s passes them; the real NVIDIA device plugin (upstream.DevicePlugin),
 // run against the fake dgx-h200 NVML with the values `cluster render`
 // emits (deviceListStrategy, deviceIDStrategy, driver root), registers
@@ -50,12 +51,12 @@ const poolLabel = "payload=gpu"
 // where this machine requires it, and only there: the probe image and
 // command in place of the placeholder workload (one container for each
 // probe), the host network and a toleration of node.kubernetes.io/not-ready
-// (no CNI runs, so the node stays NotReady).
+// (the node is started without a pod network, so it stays NotReady;
+// TestRealFailover gives its node one and runs the Job as rendered).
 func TestRealDevicePluginPodPath(t *testing.T) {
 	if os.Geteuid() != 0 {
 		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
 	}
-	plugin := upstream.Tool(t, upstream.DevicePlugin, "nvidia-device-plugin")
 	rootfs := testkit.ContainerRootfs(t)
 	icd, egl := testkit.Mesa(t)
 	nodeprep := testkit.Binary(t)
@@ -65,20 +66,15 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 	}
 	images := buildImages(t, rootfs)
 	su := setups[1] // 1.20, the toolkit NixOS unstable ships
-	tkDir := upstream.Dir(t, su.toolkit)
-	root := mesaHost(t, su, tkDir, icd, egl)
+	root := upstream.GPUHost(t, su.GPUHostSetup, icd, egl)
 	up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--label", poolLabel)
 	up.Env = append(os.Environ(), "VK_DRIVER_FILES="+icd, "__EGL_VENDOR_LIBRARY_FILENAMES="+egl)
 	if out, err := up.CombinedOutput(); err != nil {
 		t.Fatalf("nodeprep up: %v\n%s", err, out)
 	}
-	cdiDir := filepath.Join(t.TempDir(), "cdi")
-	reroot(t, root, cdiDir)
-	writeRuntimeConfig(t, root, tkDir, cdiDir)
 
-	// The kubelet's flags from the drop-in up wrote, as k3s's agent
-	// builds them (k3s pkg/daemons/agent/agent_linux.go: each list joined
-	// with ",").
+	// What `cluster render` emits for this pool, the labels and taints
+	// those of the drop-in up wrote.
 	host, err := hostfs.New(root)
 	if err != nil {
 		t.Fatal(err)
@@ -87,47 +83,16 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels, taints := k3s.Values(view.Effective.NodeLabels), k3s.Values(view.Effective.NodeTaints)
-	args := []string{"--node-labels=" + strings.Join(labels, ",")}
-	if len(taints) > 0 {
-		args = append(args, "--register-with-taints="+strings.Join(taints, ","))
-	}
-
-	api := upstream.StartAPIServer(t)
-	ns := upstream.StartNodeNamespace(t)
-	c := upstream.StartContainerd(t, upstream.ContainerdConfig{
-		Runtimes: []upstream.Runtime{
-			{Name: "runc", BinaryName: lookPath(t, "runc")},
-			{Name: "nvidia", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime")},
-			{Name: "nvidia-cdi", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime.cdi")},
-		},
-		CDISpecDirs:  []string{cdiDir},
-		SandboxImage: pauseImage,
-		Env:          []string{"XDG_CONFIG_HOME=" + filepath.Join(root, "etc"), "PATH=" + tkDir + ":" + os.Getenv("PATH")},
-		Namespace:    ns,
-	})
-	for _, a := range images {
-		c.ImportImage(t, a)
-	}
-	const node = "gpu-node-0"
-	k := upstream.StartKubelet(t, api, upstream.KubeletOptions{NodeName: node, Namespace: ns, Containerd: c, Args: args})
-	if _, err := k.Registered(2 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	upstream.StartScheduler(t, api)
-	upstream.StartControllerManager(t, api)
-
-	// What `cluster render` emits for this pool.
 	pl, err := k3s.ParseLabel(poolLabel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var pool cluster.Pool
 	pool.Label, pool.Arch, pool.DeviceNames, pool.DriverRoot = pl, "amd64", []string{"uuid"}, "/run/opengl-driver"
-	if pool.Labels, err = k3s.ParseLabels(labels); err != nil {
+	if pool.Labels, err = k3s.ParseLabels(k3s.Values(view.Effective.NodeLabels)); err != nil {
 		t.Fatal(err)
 	}
-	if pool.Taints, err = k3s.ParseTaints(taints); err != nil {
+	if pool.Taints, err = k3s.ParseTaints(k3s.Values(view.Effective.NodeTaints)); err != nil {
 		t.Fatal(err)
 	}
 	docs, err := cluster.Render(cluster.RenderOptions{Pool: pool, Image: probeImage})
@@ -154,6 +119,19 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 		t.Fatalf("the rendered values lack a strategy or the driver root: %+v", values)
 	}
 
+	// The node: the kubelet registers from the drop-in, the device plugin
+	// runs as the chart's values configure it and must report the
+	// inventory's GPUs (upstream.StartGPUNode).
+	api := upstream.StartAPIServer(t)
+	const node = "gpu-node-0"
+	gn := upstream.StartGPUNode(t, api, upstream.GPUNodeOptions{
+		NodeName: node, Root: root, Toolkit: su.Toolkit, Images: images[1:], GPUs: len(inv.GPUs),
+		DeviceListStrategy: *values.DeviceListStrategy, DeviceIDStrategy: *values.DeviceIDStrategy, DriverRoot: *values.NvidiaDriverRoot,
+	})
+	ns := gn.Kubelet.Namespace
+	upstream.StartScheduler(t, api)
+	upstream.StartControllerManager(t, api)
+
 	// The Job's node selector wants nodeprep's health label, which
 	// `nodeprep health` keeps on the Node (nodeprep/kubenode): set it as
 	// health would on a node whose GPUs pass.
@@ -163,44 +141,6 @@ func TestRealDevicePluginPodPath(t *testing.T) {
 		if got := nodeLabel(t, api, node, k); got != v {
 			t.Fatalf("the rendered device plugin's nodeSelector %s=%s does not select the node (%q)", k, v, got)
 		}
-	}
-
-	// The device plugin, as the chart's values configure it, with the
-	// fake NVML (LD_LIBRARY_PATH: go-nvml dlopens libnvidia-ml.so.1).
-	nvmlDir := t.TempDir()
-	if _, _, err := fakedriver.Build(nvmlDir, fakedriver.NVMLDGXH200); err != nil {
-		t.Fatal(err)
-	}
-	logDir := t.TempDir()
-	dpLog, err := os.Create(filepath.Join(logDir, "device-plugin.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp := ns.Command(plugin, "--device-list-strategy="+*values.DeviceListStrategy, "--device-id-strategy="+*values.DeviceIDStrategy,
-		"--nvidia-driver-root="+root+*values.NvidiaDriverRoot, "--device-discovery-strategy=nvml", "--fail-on-init-error=true")
-	// Health checks wait on NVML events, which the fake NVML does not
-	// serve (DP_DISABLE_HEALTHCHECKS is the plugin's own switch).
-	dp.Env = append(os.Environ(), "LD_LIBRARY_PATH="+nvmlDir, "DP_DISABLE_HEALTHCHECKS=all")
-	dp.Stdout, dp.Stderr = dpLog, dpLog
-	if err := dp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = dp.Process.Kill()
-		_ = dp.Wait()
-		if t.Failed() {
-			log, _ := os.ReadFile(dpLog.Name())
-			t.Logf("the device plugin's log:\n%s", tailString(log, 6000))
-		}
-	})
-	want := fmt.Sprint(len(inv.GPUs))
-	deadline := time.Now().Add(2 * time.Minute)
-	for nodeCapacity(t, api, node, "nvidia.com/gpu") != want {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(dpLog.Name())
-			t.Fatalf("the Node's nvidia.com/gpu capacity is %q, want %s\ndevice plugin:\n%s", nodeCapacity(t, api, node, "nvidia.com/gpu"), want, log)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 
 	// The RuntimeClass render emits beside the Job, applied as a user
@@ -329,19 +269,6 @@ func waitJobPod(t *testing.T, api *upstream.APIServer, ns, job string, timeout t
 	}
 }
 
-func nodeCapacity(t *testing.T, api *upstream.APIServer, node, resource string) string {
-	t.Helper()
-	var n corev1.Node
-	if err := json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/nodes/"+node, "", nil), &n); err != nil {
-		t.Fatal(err)
-	}
-	q, ok := n.Status.Capacity[corev1.ResourceName(resource)]
-	if !ok {
-		return ""
-	}
-	return q.String()
-}
-
 func nodeLabel(t *testing.T, api *upstream.APIServer, node, key string) string {
 	t.Helper()
 	var n corev1.Node
@@ -349,11 +276,4 @@ func nodeLabel(t *testing.T, api *upstream.APIServer, node, key string) string {
 		t.Fatal(err)
 	}
 	return n.Labels[key]
-}
-
-func tailString(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }

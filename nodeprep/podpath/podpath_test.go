@@ -14,14 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"tags.cncf.io/container-device-interface/specs-go"
-
-	"github.com/nodeprep/nodeprep/cdi"
 	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
-	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testenv/fakedriver"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
@@ -40,13 +35,9 @@ var handlers = []string{"runc", "nvidia", "nvidia-cdi"}
 const unpatched = "runc-unpatched"
 
 const (
-	nvStore     = "/nix/store/4k9wq2n1x8b7z5c3v6m0p1s2d3f4g5h6-nvidia-x11-550.54.15-6.6.30"
-	glvndStore  = "/nix/store/8r7q6p5n4m3l2k1j0h9g8f7d6c5b4a3z-libglvnd-1.7.0"
-	ldconfig    = "/nix/store/3c4d5f6g7h8j9k0l1m2n3p4q5r6s7a8b-glibc-2.39-52-bin/bin/ldconfig"
-	pauseImage  = "localhost/nodeprep-pause:test"
+	pauseImage  = upstream.GPUPauseImage
 	probeImage  = "localhost/nodeprep-probe:test"
 	pluginKind  = "k8s.device-plugin.nvidia.com/gpu"
-	pluginSpec  = "/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json"
 	probeInPod  = "/nodeprep-probe"
 	podDeadline = 90 * time.Second
 )
@@ -54,14 +45,15 @@ const (
 // A generator setup: a pinned toolkit run as one NixOS generator unit on
 // the committed tree that carries that toolkit's store paths.
 type setup struct {
-	name, toolkit, tree, unit string
-	about                     string // the doc's heading
+	name string
+	upstream.GPUHostSetup
+	about string // the doc's heading
 }
 
 var setups = []setup{
-	{"1.17", upstream.Toolkit117, "nixos-h200-ctk117", "old", "nvidia-container-toolkit 1.17.8, NixOS's older generator unit"},
-	{"1.20", upstream.Toolkit120, "nixos-h200", "new", "nvidia-container-toolkit 1.20.2, NixOS's newer generator unit (--disable-hook create-symlinks)"},
-	{"1.20-hooks", upstream.Toolkit120, "nixos-h200-hooks", "new-hooks", "nvidia-container-toolkit 1.20.2, the newer unit with disable-hooks = [ ] (create-symlinks hooks in the spec)"},
+	{"1.17", upstream.GPUHostSetup{Toolkit: upstream.Toolkit117, Tree: "nixos-h200-ctk117", Unit: "old"}, "nvidia-container-toolkit 1.17.8, NixOS's older generator unit"},
+	{"1.20", upstream.GPUHostSetup{Toolkit: upstream.Toolkit120, Tree: "nixos-h200", Unit: "new"}, "nvidia-container-toolkit 1.20.2, NixOS's newer generator unit (--disable-hook create-symlinks)"},
+	{"1.20-hooks", upstream.GPUHostSetup{Toolkit: upstream.Toolkit120, Tree: "nixos-h200-hooks", Unit: "new-hooks"}, "nvidia-container-toolkit 1.20.2, the newer unit with disable-hooks = [ ] (create-symlinks hooks in the spec)"},
 }
 
 // TestRealPodPath plays the kubelet on the pinned components for every
@@ -85,23 +77,13 @@ func TestRealPodPath(t *testing.T) {
 	for _, su := range setups {
 		t.Run(su.name, func(t *testing.T) {
 			tk := su.name
-			tkDir := upstream.Dir(t, su.toolkit)
-			root := mesaHost(t, su, tkDir, icd, egl)
+			tkDir := upstream.Dir(t, su.Toolkit)
+			root := upstream.GPUHost(t, su.GPUHostSetup, icd, egl)
 			// The generator's specs as they are, before nodeprep: the control.
 			cdiDir := filepath.Join(t.TempDir(), "cdi")
-			reroot(t, root, cdiDir)
-			writeRuntimeConfig(t, root, tkDir, cdiDir)
-			c := upstream.StartContainerd(t, upstream.ContainerdConfig{
-				Runtimes: []upstream.Runtime{
-					{Name: "runc", BinaryName: lookPath(t, "runc")},
-					{Name: "nvidia", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime")},
-					{Name: "nvidia-cdi", BinaryName: filepath.Join(tkDir, "nvidia-container-runtime.cdi")},
-				},
-				CDISpecDirs:  []string{cdiDir},
-				SandboxImage: pauseImage,
-				// The NVIDIA runtime reads $XDG_CONFIG_HOME/nvidia-container-runtime/config.toml.
-				Env: []string{"XDG_CONFIG_HOME=" + filepath.Join(root, "etc"), "PATH=" + tkDir + ":" + os.Getenv("PATH")},
-			})
+			upstream.RerootCDI(t, root, cdiDir)
+			upstream.WriteNVIDIARuntimeConfig(t, root, tkDir, cdiDir)
+			c := upstream.StartContainerd(t, upstream.NVIDIAContainerd(t, root, tkDir, cdiDir))
 			for _, a := range images {
 				c.ImportImage(t, a)
 			}
@@ -119,7 +101,7 @@ func TestRealPodPath(t *testing.T) {
 				t.Fatalf("nodeprep up on the generated tree: %v\n%s", err, out)
 			}
 			// containerd's CDI cache follows its spec directories.
-			reroot(t, root, cdiDir)
+			upstream.RerootCDI(t, root, cdiDir)
 			time.Sleep(time.Second)
 			for _, h := range handlers {
 				for _, s := range strategies {
@@ -310,191 +292,6 @@ func criLog(data []byte) (stdout [][]byte, stderr []byte) {
 	return stdout, bytes.TrimSpace(stderr)
 }
 
-// mesaHost builds the host tree for toolkit tk: the committed NixOS tree
-// its generator unit matches, with real device nodes (testkit.HostCopy),
-// whose driver is Mesa — the nvidia-x11 store path's libGLX_nvidia (the
-// Vulkan ICD's library) is lavapipe, its libEGL_nvidia (named by store
-// path in the EGL vendor manifest) Mesa's EGL, libglvnd's libraries are
-// this machine's, libnvidia-ml the fake dgx-h200 NVML, the toolkit's store
-// paths hold the real programs and glibc's ldconfig this machine's — and
-// whose specs the real generator writes (scripts/nvidia-cdi-generate.sh:
-// the unit's spec and the device plugin's).
-func mesaHost(t *testing.T, h setup, tkDir, icdManifest, eglManifest string) string {
-	t.Helper()
-	root := testkit.HostCopy(t, h.tree)
-	lib := func(manifest string) string {
-		var m struct {
-			ICD struct {
-				LibraryPath string `json:"library_path"`
-			} `json:"ICD"`
-		}
-		data, err := os.ReadFile(manifest)
-		if err == nil {
-			err = json.Unmarshal(data, &m)
-		}
-		if err != nil {
-			t.Fatalf("reading %s: %v", manifest, err)
-		}
-		p := m.ICD.LibraryPath
-		if !filepath.IsAbs(p) {
-			p = filepath.Join("/usr/lib", machine()+"-linux-gnu", p)
-		}
-		return p
-	}
-	copyFile(t, lib(icdManifest), root+nvStore+"/lib/libGLX_nvidia.so.550.54.15")
-	copyFile(t, lib(eglManifest), root+nvStore+"/lib/libEGL_nvidia.so.550.54.15")
-	vendor := root + nvStore + "/share/glvnd/egl_vendor.d/10_nvidia.json"
-	if err := os.WriteFile(vendor, fmt.Appendf(nil, `{"file_format_version": "1.0.0", "ICD": {"library_path": %q}}`, nvStore+"/lib/libEGL_nvidia.so.0"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []string{"libEGL.so.1.1.0", "libGLX.so.0.0.0", "libOpenGL.so.0.0.0", "libGLdispatch.so.0.0.0"} {
-		copyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), root+glvndStore+"/lib/"+l)
-	}
-	nvml, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVMLDGXH200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, nvml, root+nvStore+"/lib/libnvidia-ml.so.550.54.15")
-	// The CUDA driver: the fake libcuda (the dgx-h200's UUIDs, the devices
-	// whose nodes the container has) and its JIT compiler, in place of the
-	// tree's stand-ins, for the generator to find and the pods to load.
-	cudaLib, _, err := fakedriver.Build(t.TempDir(), fakedriver.CUDA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, cudaLib, root+nvStore+"/lib/libcuda.so.550.54.15")
-	copyFile(t, filepath.Join(filepath.Dir(cudaLib), "libnvidia-ptxjitcompiler.so.1"), root+nvStore+"/lib/libnvidia-ptxjitcompiler.so.550.54.15")
-	copyFile(t, "/sbin/ldconfig", root+ldconfig)
-	for _, p := range []string{"nvidia-ctk", "nvidia-cdi-hook"} {
-		matches, _ := filepath.Glob(filepath.Join(root, "nix/store/*-nvidia-container-toolkit-*", "bin", p))
-		for _, m := range matches {
-			copyFile(t, filepath.Join(tkDir, p), m)
-		}
-	}
-	gen := filepath.Join(testkit.RepoRoot(t), "scripts", "nvidia-cdi-generate.sh")
-	for unit, spec := range map[string]string{h.unit: cdi.DefaultSpecPath, "plugin": pluginSpec} {
-		cmd := exec.Command(gen, h.toolkit, root, unit)
-		cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("the real generator (%s, %s): %v\n%s", h.toolkit, unit, err, stderr.String())
-		}
-		p := filepath.Join(root, strings.Replace(spec, "/var/run/", "/run/", 1))
-		if err := os.WriteFile(p, out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
-// reroot writes every spec in the tree's /var/run/cdi into dir with each
-// path the runtime resolves on this machine — mount sources, device
-// nodes, hook programs and update-ldcache's ldconfig — moved under the
-// tree, symlinks followed inside it (hostfs.Root.Path): on a node the tree
-// is / and nothing would change. Container paths stay as they are.
-func reroot(t *testing.T, root, dir string) {
-	t.Helper()
-	host, err := hostfs.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	at := func(p string) string {
-		full, err := host.Path(p)
-		if err != nil {
-			t.Fatalf("re-rooting %s: %v", p, err)
-		}
-		return full
-	}
-	edits := func(e *specs.ContainerEdits) {
-		for _, m := range e.Mounts {
-			m.HostPath = at(m.HostPath)
-		}
-		for _, d := range e.DeviceNodes {
-			hp := d.HostPath
-			if hp == "" {
-				hp = d.Path
-			}
-			d.HostPath = at(hp)
-		}
-		for _, h := range e.Hooks {
-			h.Path = at(h.Path)
-			for i := 0; i+1 < len(h.Args); i++ {
-				if h.Args[i] == "--ldconfig-path" {
-					h.Args[i+1] = at(h.Args[i+1])
-				}
-			}
-		}
-	}
-	files, _ := filepath.Glob(filepath.Join(root, "run", "cdi", "*.json"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s specs.Spec
-		if err := json.Unmarshal(data, &s); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		edits(&s.ContainerEdits)
-		for i := range s.Devices {
-			edits(&s.Devices[i].ContainerEdits)
-		}
-		// A device node's hostPath needs a newer cdiVersion than a
-		// UUID-only spec's 0.3.0.
-		if v, err := specs.MinimumRequiredVersion(&s); err == nil && semverLess(s.Version, v) {
-			s.Version = v
-		}
-		out, err := json.MarshalIndent(&s, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), out, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// writeRuntimeConfig writes the tree's /etc/nvidia-container-runtime/config.toml:
-// the toolkit's defaults (mode auto, default-kind nvidia.com/gpu, the
-// cdi.k8s.io/ annotation prefix), with the paths that are the tree's on
-// this machine — the driver root, the CDI spec directory the re-rooted
-// specs are in — and the toolkit's own programs.
-func writeRuntimeConfig(t *testing.T, root, tkDir, cdiDir string) {
-	t.Helper()
-	cfg := fmt.Sprintf(`[nvidia-container-cli]
-root = %q
-ldconfig = "@/sbin/ldconfig"
-
-[nvidia-container-runtime]
-log-level = "info"
-mode = "auto"
-runtimes = ["runc"]
-
-[nvidia-container-runtime.modes.cdi]
-default-kind = "nvidia.com/gpu"
-annotation-prefixes = ["cdi.k8s.io/"]
-spec-dirs = [%q]
-
-[nvidia-container-runtime-hook]
-path = %q
-
-[nvidia-ctk]
-path = %q
-`, root, cdiDir, filepath.Join(tkDir, "nvidia-container-runtime-hook"), filepath.Join(tkDir, "nvidia-ctk"))
-	p := filepath.Join(root, "etc", "nvidia-container-runtime", "config.toml")
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // buildImages writes the pause image (a static pause(2) loop built here)
 // and the probe image (the in-container self-test's rootfs, Mesa EGL's
 // own dependencies, which a graphics workload image carries, and
@@ -538,19 +335,6 @@ func buildImages(t *testing.T, rootfs string) []string {
 		t.Fatal(err)
 	}
 	return archives
-}
-
-// semverLess compares two CDI versions "major.minor.patch".
-func semverLess(a, b string) bool {
-	var x, y [3]int
-	fmt.Sscanf(a, "%d.%d.%d", &x[0], &x[1], &x[2])
-	fmt.Sscanf(b, "%d.%d.%d", &y[0], &y[1], &y[2])
-	for i := range x {
-		if x[i] != y[i] {
-			return x[i] < y[i]
-		}
-	}
-	return false
 }
 
 var (
@@ -744,15 +528,6 @@ func copyFile(t *testing.T, src, dst string) {
 	if err := os.WriteFile(dst, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func lookPath(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		upstream.Unavailable(t, err)
-	}
-	return p
 }
 
 func machine() string {

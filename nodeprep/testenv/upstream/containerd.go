@@ -49,6 +49,14 @@ type ContainerdConfig struct {
 	Env []string
 	// Extra is TOML appended to the generated config.
 	Extra string
+	// Network configures a pod network: Debian's CNI plugins
+	// (containernetworking-plugins, /usr/lib/cni) with one bridge network
+	// and host-local addresses from PodSubnet, so the CRI reports
+	// NetworkReady, the kubelet's Node goes Ready and pods off the host
+	// network get an address. It needs Namespace: the bridge, the pods'
+	// veths and the forwarding sysctl are then the namespace's, never the
+	// host's.
+	Network bool
 	// Namespace, when not nil, is the NodeNamespace containerd (and so
 	// its shims and containers) runs in; nil runs it in this process's
 	// namespaces.
@@ -94,6 +102,21 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *ContainerdInstance {
 	}
 	c := &ContainerdInstance{Dir: dir, Socket: filepath.Join(dir, "c.sock"), Config: filepath.Join(dir, "config.toml"), Log: filepath.Join(dir, "containerd.log"), bin: bin}
 	t.Cleanup(func() { c.stop(t) })
+	if cfg.Network {
+		if cfg.Namespace == nil {
+			t.Fatal("containerd: a pod network needs a NodeNamespace")
+		}
+		if _, err := os.Stat(filepath.Join(cniBinDir, "bridge")); err != nil {
+			Unavailable(t, fmt.Errorf("the CNI plugins (Debian's containernetworking-plugins, scripts/install-deps.sh test): %w", err))
+		}
+		conf := filepath.Join(dir, "cni", "conf")
+		if err := os.MkdirAll(conf, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(conf, "10-nodeprep.conflist"), []byte(podNetwork), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if len(cfg.Runtimes) == 0 {
 		cfg.Runtimes = []Runtime{{Name: "runc", BinaryName: runc}}
 	}
@@ -135,6 +158,21 @@ func (c *ContainerdInstance) exited() bool {
 	return c.cmd.ProcessState != nil || c.cmd.Process.Signal(syscall.Signal(0)) != nil
 }
 
+// cniBinDir is where Debian's containernetworking-plugins puts the plugins.
+const cniBinDir = "/usr/lib/cni"
+
+// PodSubnet is the pods' addresses on a node whose containerd has a
+// Network: a bridge (cni0) in the node's namespace is its gateway.
+const PodSubnet = "10.214.0.0/24"
+
+// podNetwork is the CNI network list of ContainerdConfig.Network (CNI
+// spec 1.0.0; the bridge and host-local plugins' documented fields). No
+// masquerade: nothing in the tests leaves the node's namespace through it.
+var podNetwork = `{"cniVersion": "1.0.0", "name": "nodeprep-pods", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + PodSubnet + `"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
+`
+
 // containerdConfig renders containerd 2.x's config (version 3) for dir and cfg.
 func containerdConfig(dir string, cfg ContainerdConfig) string {
 	q := strconv.Quote
@@ -153,7 +191,11 @@ func containerdConfig(dir string, cfg ContainerdConfig) string {
 		dirs[i] = q(d)
 	}
 	fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.runtime']\n  enable_cdi = true\n  cdi_spec_dirs = [%s]\n  restrict_oom_score_adj = true\n", strings.Join(dirs, ", "))
-	fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  bin_dirs = [%s]\n  conf_dir = %s\n", q(filepath.Join(dir, "cni", "bin")), q(filepath.Join(dir, "cni", "conf")))
+	bin := filepath.Join(dir, "cni", "bin")
+	if cfg.Network {
+		bin = cniBinDir
+	}
+	fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.runtime'.cni]\n  bin_dirs = [%s]\n  conf_dir = %s\n", q(bin), q(filepath.Join(dir, "cni", "conf")))
 	fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.runtime'.containerd]\n  default_runtime_name = %s\n", q(cfg.Runtimes[0].Name))
 	for _, r := range cfg.Runtimes {
 		fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%s]\n  runtime_type = \"io.containerd.runc.v2\"\n", q(r.Name))

@@ -12,84 +12,13 @@ import (
 	"time"
 )
 
-// hostState is what the node's programs could change on this machine and
-// must not: the kubelet's sysctls, the host's network interfaces, the
-// cgroups named for Kubernetes at the top of each hierarchy, and the
-// kubelet's default directories.
-type hostState struct {
-	Sysctls    map[string]string
-	Interfaces []string
-	KubeCgroup []string
-	Paths      map[string]bool
-}
-
-func snapshotHost(t *testing.T) hostState {
-	t.Helper()
-	s := hostState{Sysctls: map[string]string{}, Paths: map[string]bool{}}
-	for _, k := range kubeletSysctls {
-		if data, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
-			s.Sysctls[k] = strings.TrimSpace(string(data))
-		}
-	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		s.Interfaces = append(s.Interfaces, i.Name)
-	}
-	// Two levels: /sys/fs/cgroup/<controller>/<name> on v1, and
-	// /sys/fs/cgroup/<name> on v2.
-	for _, pat := range []string{"/sys/fs/cgroup/*", "/sys/fs/cgroup/*/*"} {
-		m, _ := filepath.Glob(pat)
-		for _, p := range m {
-			if strings.Contains(filepath.Base(p), "kube") {
-				s.KubeCgroup = append(s.KubeCgroup, p)
-			}
-		}
-	}
-	for _, p := range []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/etc/kubernetes", "/run/containerd/runc/k8s.io"} {
-		_, err := os.Lstat(p)
-		s.Paths[p] = err == nil
-	}
-	return s
-}
-
-// checkHostUnchanged registers (first, so it runs after every other
-// cleanup) a comparison of the host's state with the one before the test.
-func checkHostUnchanged(t *testing.T) {
-	t.Helper()
-	before := snapshotHost(t)
-	t.Cleanup(func() {
-		after := snapshotHost(t)
-		for k, v := range before.Sysctls {
-			if after.Sysctls[k] != v {
-				t.Errorf("the host's %s changed: %s → %s", k, v, after.Sysctls[k])
-			}
-		}
-		if !slices.Equal(before.Interfaces, after.Interfaces) {
-			t.Errorf("the host's network interfaces changed: %v → %v", before.Interfaces, after.Interfaces)
-		}
-		for _, p := range after.KubeCgroup {
-			if !slices.Contains(before.KubeCgroup, p) {
-				t.Errorf("cgroup %s was left on the host", p)
-			}
-		}
-		for p, was := range before.Paths {
-			if after.Paths[p] != was {
-				t.Errorf("%s on the host: existed %v, now %v", p, was, after.Paths[p])
-			}
-		}
-	})
-}
-
 // TestRealKubeletRegistersAndRuns starts the real kubelet and
 // kube-scheduler against the real API server: the Node registers with
 // the flags' taints and labels, the scheduler binds a tolerating
 // host-network pod to it and leaves one without tolerations Pending, the
 // kubelet runs the pod through containerd, and the host is unchanged.
 func TestRealKubeletRegistersAndRuns(t *testing.T) {
-	checkHostUnchanged(t)
+	CheckHostUnchanged(t)
 	api := StartAPIServer(t)
 	ns := StartNodeNamespace(t)
 	sandbox := "localhost/nodeprep-pause:test"
@@ -161,5 +90,71 @@ func TestRealKubeletRegistersAndRuns(t *testing.T) {
 	json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/namespaces/default/pods/intolerant", "", nil), &p) //nolint:errcheck
 	if p.Spec.NodeName != "" {
 		t.Errorf("the pod without tolerations was bound to %s past the registration taints", p.Spec.NodeName)
+	}
+}
+
+// TestRealKubeletPodNetwork starts the real kubelet on a containerd with
+// a pod network (ContainerdConfig.Network): the Node must go Ready (the
+// CRI reports NetworkReady), a pod off the host network that tolerates
+// nothing must run there with an address of PodSubnet, and the host must
+// be unchanged — the bridge, the pods' veths and the forwarding sysctl
+// are the node namespace's. Without the network the Node stays NotReady
+// (TestRealKubeletRegistersAndRuns: its not-ready taint).
+func TestRealKubeletPodNetwork(t *testing.T) {
+	CheckHostUnchanged(t)
+	api := StartAPIServer(t)
+	ns := StartNodeNamespace(t)
+	sandbox := "localhost/nodeprep-pause:test"
+	pause := filepath.Join(t.TempDir(), "pause.tar")
+	WritePauseImage(t, pause, sandbox)
+	k := StartKubelet(t, api, KubeletOptions{
+		NodeName:         "net-0",
+		Namespace:        ns,
+		ContainerdConfig: ContainerdConfig{SandboxImage: sandbox, Network: true},
+	})
+	k.Containerd.ImportImage(t, pause)
+	if _, err := k.Registered(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	StartScheduler(t, api)
+	StartControllerManager(t, api)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var n struct {
+			Status struct {
+				Conditions []struct{ Type, Status, Message string } `json:"conditions"`
+			} `json:"status"`
+		}
+		json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/nodes/net-0", "", nil), &n) //nolint:errcheck
+		ready := slices.ContainsFunc(n.Status.Conditions, func(c struct{ Type, Status, Message string }) bool {
+			return c.Type == "Ready" && c.Status == "True"
+		})
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node is not Ready with a pod network: %+v", n.Status.Conditions)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	CreateWhenAdmitted(t, api, "/api/v1/namespaces/default/pods", map[string]any{
+		"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "networked", "namespace": "default"},
+		"spec": map[string]any{
+			"automountServiceAccountToken": false,
+			"containers":                   []any{map[string]any{"name": "c", "image": sandbox, "imagePullPolicy": "Never"}},
+		},
+	}, time.Minute)
+	if phase := WaitPod(t, api, "default", "networked", 2*time.Minute, "Running"); phase != "Running" {
+		t.Fatalf("the pod is %s", phase)
+	}
+	var p struct {
+		Status struct {
+			PodIP string `json:"podIP"`
+		} `json:"status"`
+	}
+	json.Unmarshal(api.MustDo(t, http.MethodGet, "/api/v1/namespaces/default/pods/networked", "", nil), &p) //nolint:errcheck
+	_, subnet, _ := net.ParseCIDR(PodSubnet)
+	if ip := net.ParseIP(p.Status.PodIP); ip == nil || !subnet.Contains(ip) {
+		t.Errorf("the pod's IP %q is not of the pod network %s", p.Status.PodIP, PodSubnet)
 	}
 }
