@@ -321,7 +321,7 @@ func buildImages(t *testing.T, rootfs string) []string {
 	deps := filepath.Join(dir, "egl-deps")
 	for _, l := range []string{"libgbm.so.1", "libglapi.so.0", "libxcb-dri2.so.0", "libwayland-server.so.0", "dri/swrast_dri.so",
 		"libsensors.so.5", "libdrm_radeon.so.1", "libdrm_nouveau.so.2", "libdrm_intel.so.1", "libpciaccess.so.0"} {
-		copyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), filepath.Join(deps, "usr", "lib", machine()+"-linux-gnu", l))
+		upstream.CopyFile(t, filepath.Join("/usr/lib", machine()+"-linux-gnu", l), filepath.Join(deps, "usr", "lib", machine()+"-linux-gnu", l))
 	}
 	probe := filepath.Join(dir, "probe")
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(probe, "nodeprep-probe"), "github.com/nodeprep/nodeprep/cmd/nodeprep-probe").CombinedOutput(); err != nil {
@@ -515,21 +515,6 @@ func writeJSON(t *testing.T, dir, name string, v any) string {
 	return p
 }
 
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Remove(dst)
-	if err := os.WriteFile(dst, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func machine() string {
 	return map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
 }
@@ -549,8 +534,8 @@ func wgpuLayer(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	layer := filepath.Join(dir, "wgpu")
-	copyFile(t, deno, filepath.Join(layer, wgpuDeno))
-	copyFile(t, testkit.Testdata(t, "wgpu-oracle", "probe.js"), filepath.Join(layer, wgpuProbe))
+	upstream.CopyFile(t, deno, filepath.Join(layer, wgpuDeno))
+	upstream.CopyFile(t, testkit.Testdata(t, "wgpu-oracle", "probe.js"), filepath.Join(layer, wgpuProbe))
 	return layer
 }
 

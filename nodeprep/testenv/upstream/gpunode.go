@@ -85,20 +85,20 @@ func GPUHost(t testing.TB, s GPUHostSetup, icdManifest, eglManifest string) stri
 		}
 		return p
 	}
-	copyFile(t, lib(icdManifest), root+nvStore+"/lib/libGLX_nvidia.so.550.54.15")
-	copyFile(t, lib(eglManifest), root+nvStore+"/lib/libEGL_nvidia.so.550.54.15")
+	CopyFile(t, lib(icdManifest), root+nvStore+"/lib/libGLX_nvidia.so.550.54.15")
+	CopyFile(t, lib(eglManifest), root+nvStore+"/lib/libEGL_nvidia.so.550.54.15")
 	vendor := root + nvStore + "/share/glvnd/egl_vendor.d/10_nvidia.json"
 	if err := os.WriteFile(vendor, fmt.Appendf(nil, `{"file_format_version": "1.0.0", "ICD": {"library_path": %q}}`, nvStore+"/lib/libEGL_nvidia.so.0"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []string{"libEGL.so.1.1.0", "libGLX.so.0.0.0", "libOpenGL.so.0.0.0", "libGLdispatch.so.0.0.0"} {
-		copyFile(t, filepath.Join("/usr/lib", arch+"-linux-gnu", l), root+glvndStore+"/lib/"+l)
+		CopyFile(t, filepath.Join("/usr/lib", arch+"-linux-gnu", l), root+glvndStore+"/lib/"+l)
 	}
 	nvml, _, err := fakedriver.Build(t.TempDir(), fakedriver.NVMLDGXH200)
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, nvml, root+nvStore+"/lib/libnvidia-ml.so.550.54.15")
+	CopyFile(t, nvml, root+nvStore+"/lib/libnvidia-ml.so.550.54.15")
 	// The CUDA driver: the fake libcuda (the dgx-h200's UUIDs, the devices
 	// whose nodes the container has) and its JIT compiler, in place of the
 	// tree's stand-ins, for the generator to find and the pods to load.
@@ -106,13 +106,13 @@ func GPUHost(t testing.TB, s GPUHostSetup, icdManifest, eglManifest string) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, cudaLib, root+nvStore+"/lib/libcuda.so.550.54.15")
-	copyFile(t, filepath.Join(filepath.Dir(cudaLib), "libnvidia-ptxjitcompiler.so.1"), root+nvStore+"/lib/libnvidia-ptxjitcompiler.so.550.54.15")
-	copyFile(t, "/sbin/ldconfig", root+ldconfig)
+	CopyFile(t, cudaLib, root+nvStore+"/lib/libcuda.so.550.54.15")
+	CopyFile(t, filepath.Join(filepath.Dir(cudaLib), "libnvidia-ptxjitcompiler.so.1"), root+nvStore+"/lib/libnvidia-ptxjitcompiler.so.550.54.15")
+	CopyFile(t, "/sbin/ldconfig", root+ldconfig)
 	for _, p := range []string{"nvidia-ctk", "nvidia-cdi-hook"} {
 		matches, _ := filepath.Glob(filepath.Join(root, "nix/store/*-nvidia-container-toolkit-*", "bin", p))
 		for _, m := range matches {
-			copyFile(t, filepath.Join(tkDir, p), m)
+			CopyFile(t, filepath.Join(tkDir, p), m)
 		}
 	}
 	gen := filepath.Join(testkit.RepoRoot(t), "scripts", "nvidia-cdi-generate.sh")
@@ -424,9 +424,10 @@ func StartGPUNode(t testing.TB, api *APIServer, o GPUNodeOptions) *GPUNode {
 	}
 }
 
-// copyFile copies src to dst (mode 0755), making dst's directory and
-// replacing what was there (a symlink of the tree, say).
-func copyFile(t testing.TB, src, dst string) {
+// CopyFile copies src to dst (mode 0755), making dst's directory and
+// replacing what was there (a symlink of the tree, say); it fails t on
+// any error.
+func CopyFile(t testing.TB, src, dst string) {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {

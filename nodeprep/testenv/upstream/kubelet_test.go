@@ -18,19 +18,10 @@ import (
 // host-network pod to it and leaves one without tolerations Pending, the
 // kubelet runs the pod through containerd, and the host is unchanged.
 func TestRealKubeletRegistersAndRuns(t *testing.T) {
-	CheckHostUnchanged(t)
-	api := StartAPIServer(t)
-	ns := StartNodeNamespace(t)
-	sandbox := "localhost/nodeprep-pause:test"
-	pause := filepath.Join(t.TempDir(), "pause.tar")
-	WritePauseImage(t, pause, sandbox)
-	k := StartKubelet(t, api, KubeletOptions{
-		NodeName:         "gpu-0",
-		Namespace:        ns,
-		ContainerdConfig: ContainerdConfig{SandboxImage: sandbox},
-		Args:             []string{"--register-with-taints=nvidia.com/gpu=present:NoSchedule,a.example/b:NoExecute", "--node-labels=pool=gpu,x.example/y=1"},
+	api, k := startPauseKubelet(t, KubeletOptions{
+		NodeName: "gpu-0",
+		Args:     []string{"--register-with-taints=nvidia.com/gpu=present:NoSchedule,a.example/b:NoExecute", "--node-labels=pool=gpu,x.example/y=1"},
 	})
-	k.Containerd.ImportImage(t, pause)
 	body, err := k.Registered(2 * time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +50,7 @@ func TestRealKubeletRegistersAndRuns(t *testing.T) {
 		t.Errorf("the Node's labels: %v", node.Metadata.Labels)
 	}
 	// The kubelet wrote its sysctls into the namespace's own files.
-	if data, _ := os.ReadFile(filepath.Join(ns.Dir, "kernel.panic")); strings.TrimSpace(string(data)) != "10" {
+	if data, _ := os.ReadFile(filepath.Join(k.Namespace.Dir, "kernel.panic")); strings.TrimSpace(string(data)) != "10" {
 		t.Errorf("kernel.panic inside the namespace is %q: the kubelet did not set it there (the check of the host proves nothing)", data)
 	}
 
@@ -69,7 +60,7 @@ func TestRealKubeletRegistersAndRuns(t *testing.T) {
 		spec := map[string]any{
 			"hostNetwork":                  true,
 			"automountServiceAccountToken": false,
-			"containers":                   []any{map[string]any{"name": "c", "image": sandbox, "imagePullPolicy": "Never"}},
+			"containers":                   []any{map[string]any{"name": "c", "image": pauseImage, "imagePullPolicy": "Never"}},
 		}
 		if tolerate {
 			spec["tolerations"] = []any{map[string]any{"operator": "Exists"}}
@@ -101,18 +92,10 @@ func TestRealKubeletRegistersAndRuns(t *testing.T) {
 // are the node namespace's. Without the network the Node stays NotReady
 // (TestRealKubeletRegistersAndRuns: its not-ready taint).
 func TestRealKubeletPodNetwork(t *testing.T) {
-	CheckHostUnchanged(t)
-	api := StartAPIServer(t)
-	ns := StartNodeNamespace(t)
-	sandbox := "localhost/nodeprep-pause:test"
-	pause := filepath.Join(t.TempDir(), "pause.tar")
-	WritePauseImage(t, pause, sandbox)
-	k := StartKubelet(t, api, KubeletOptions{
+	api, k := startPauseKubelet(t, KubeletOptions{
 		NodeName:         "net-0",
-		Namespace:        ns,
-		ContainerdConfig: ContainerdConfig{SandboxImage: sandbox, Network: true},
+		ContainerdConfig: ContainerdConfig{Network: true},
 	})
-	k.Containerd.ImportImage(t, pause)
 	if _, err := k.Registered(2 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +124,7 @@ func TestRealKubeletPodNetwork(t *testing.T) {
 		"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "networked", "namespace": "default"},
 		"spec": map[string]any{
 			"automountServiceAccountToken": false,
-			"containers":                   []any{map[string]any{"name": "c", "image": sandbox, "imagePullPolicy": "Never"}},
+			"containers":                   []any{map[string]any{"name": "c", "image": pauseImage, "imagePullPolicy": "Never"}},
 		},
 	}, time.Minute)
 	if phase := WaitPod(t, api, "default", "networked", 2*time.Minute, "Running"); phase != "Running" {
@@ -157,4 +140,25 @@ func TestRealKubeletPodNetwork(t *testing.T) {
 	if ip := net.ParseIP(p.Status.PodIP); ip == nil || !subnet.Contains(ip) {
 		t.Errorf("the pod's IP %q is not of the pod network %s", p.Status.PodIP, PodSubnet)
 	}
+}
+
+// pauseImage is the sandbox image startPauseKubelet builds and imports;
+// the tests' pods run it too.
+const pauseImage = "localhost/nodeprep-pause:test"
+
+// startPauseKubelet checks that the host is left unchanged, starts the
+// real API server and, in a node namespace of its own, the kubelet with
+// o (its Namespace and its containerd's sandbox image filled in), and
+// imports a pause image built here as that sandbox image.
+func startPauseKubelet(t *testing.T, o KubeletOptions) (*APIServer, *KubeletInstance) {
+	t.Helper()
+	CheckHostUnchanged(t)
+	api := StartAPIServer(t)
+	o.Namespace = StartNodeNamespace(t)
+	o.ContainerdConfig.SandboxImage = pauseImage
+	pause := filepath.Join(t.TempDir(), "pause.tar")
+	WritePauseImage(t, pause, o.ContainerdConfig.SandboxImage)
+	k := StartKubelet(t, api, o)
+	k.Containerd.ImportImage(t, pause)
+	return api, k
 }
