@@ -192,8 +192,10 @@ type Report struct {
 	// removed.
 	Restored []string `json:"restored"`
 	Deleted  []string `json:"deleted"`
-	OK       bool     `json:"ok"`
-	Error    string   `json:"error,omitempty"`
+	// OK is true when the drill, the restore or, for a dry run, the plan
+	// succeeded; Error says why not.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
 }
 
 // Plan reads the cluster and returns the report of a dry run: the
@@ -235,6 +237,7 @@ func Plan(ctx context.Context, c Client, o Options) (*Report, error) {
 	if len(r.OnPrem) == 0 {
 		return nil, fault.CheckFailed(fmt.Errorf("drill: no on-prem node has the pool label %s=%s without %s", o.PoolKey, o.PoolValue, o.FallbackLabel))
 	}
+	r.OK = true
 	return r, nil
 }
 

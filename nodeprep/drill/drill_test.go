@@ -55,7 +55,7 @@ func TestPlan(t *testing.T) {
 	t.Parallel()
 	f := &fakeClient{nodes: []string{onPrem, fallback}}
 	r, err := Plan(context.Background(), f, opts)
-	if err != nil || strings.Join(r.OnPrem, ",") != "gpu-a" || strings.Join(r.FallbackBefore, ",") != "cloud-1" || !r.DryRun || len(f.writes) != 0 {
+	if err != nil || strings.Join(r.OnPrem, ",") != "gpu-a" || strings.Join(r.FallbackBefore, ",") != "cloud-1" || !r.DryRun || !r.OK || len(f.writes) != 0 {
 		t.Fatalf("plan %+v, %v, writes %v", r, err, f.writes)
 	}
 	for _, tt := range []struct {

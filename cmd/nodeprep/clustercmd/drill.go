@@ -111,6 +111,9 @@ func (o *clusterDrillOptions) runDrill(cmd *cobra.Command, env *app.Env) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 		defer cancel()
 		r, err := drill.Restore(ctx, api)
+		if r == nil { // the Nodes could not be listed: nothing was restored
+			return err
+		}
 		if perr := print(r); perr != nil || err != nil {
 			return errors.Join(err, perr)
 		}
