@@ -101,10 +101,13 @@ func newSelftestCommand(g *globals) *cobra.Command {
 	var o selftestOptions
 	cmd := &cobra.Command{
 		Use:   "selftest",
-		Short: "Prove every GPU works as a Vulkan adapter (compute dispatch) and an EGL device",
-		Long: `selftest probes the Vulkan adapters and EGL devices the way wgpu finds them, in a
-child process bounded by --timeout, runs a compute shader on each adapter and
-reads the result back, and matches the adapters to the NVML GPUs by UUID.
+		Short: "Prove every GPU works as a Vulkan adapter (compute dispatch), an EGL device and a CUDA device",
+		Long: `selftest probes the Vulkan adapters and then the EGL devices the way wgpu finds
+them, in one child process, runs a compute shader on each adapter and reads
+the result back, and matches the adapters to the NVML GPUs by UUID. Each probe
+may take --timeout, counted from the probe before it; a probe that does not end
+clean there is run again alone in a child of its own, so a self-test whose
+drivers hang or fail slowly can take two to three times --timeout.
 Each GPU needs exactly one NVIDIA (0x10de) discrete or integrated adapter with
 its UUID whose dispatch verifies; CPU adapters such as llvmpipe never count,
 except with --simulate and --allow-cpu-adapter, where one stands in.
