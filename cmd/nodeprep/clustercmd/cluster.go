@@ -125,11 +125,11 @@ func newClusterRenderCommand(env *app.Env) *cobra.Command {
 	o := &clusterRenderOptions{}
 	cmd := &cobra.Command{
 		Use:   "render",
-		Short: "Write the device plugin values, an example Job, a KEDA ScaledJob and a Karpenter NodePool that match the nodes",
+		Short: "Write the device plugin values, the nvidia-cdi RuntimeClass, an example Job, a KEDA ScaledJob and a Karpenter NodePool that match the nodes",
 		Long: `render writes, from the config join uses (taints, labels, the pool label), the
 cluster half of the node contract as multi-document YAML on stdout, or one file
-each under --out DIR: the NVIDIA device plugin chart's values, an example GPU
-Job with the workload snippet, a KEDA ScaledJob for the cloud tier that starts
+each under --out DIR: the NVIDIA device plugin chart's values, the nvidia-cdi
+RuntimeClass the GPU pods name, an example GPU Job with the workload snippet, a KEDA ScaledJob for the cloud tier that starts
 Jobs for the queue's backlog (RabbitMQ) and, while work waits, when no node of
 the pool's scrape job reports nodeprep_ready 1, and a Karpenter NodePool for
 the fallback. Values only you know (node class, instance types, Prometheus
@@ -138,7 +138,7 @@ with a comment.
 
 -o json prints the documents as one JSON list instead (without the comments;
 check reads it back); -o yaml is the YAML stream, as text. --out writes YAML
-files and takes no -o json; it replaces all four or, on any failure (exit 73),
+files and takes no -o json; it replaces all five or, on any failure (exit 73),
 none.`,
 		Args: app.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, env) },
