@@ -93,7 +93,11 @@ func listDevices(rep *Report) string {
 func stageFinding(rep *Report) Finding {
 	switch rep.Stage {
 	case StageLoad, StageSym:
-		return Finding{KindNotFound, fmt.Sprintf("the CUDA driver library %s cannot be used: %s (name it with --cuda-lib or selftest.cudaLib; on NixOS %s)", rep.Library, rep.Error, NixOSLibrary)}
+		hint := "name it with --cuda-lib or selftest.cudaLib"
+		if strings.Contains(rep.Library, "/") {
+			hint = "check the path --cuda-lib or selftest.cudaLib gives"
+		}
+		return Finding{KindNotFound, fmt.Sprintf("the CUDA driver library %s cannot be used: %s (%s; on NixOS %s)", rep.Library, rep.Error, hint, NixOSLibrary)}
 	}
 	msg := fmt.Sprintf("%s failed: %s", rep.Stage, describe(rep.Code, rep.Result, rep.Error))
 	if rep.Code == ErrorNoDevice || rep.Code == ErrorUnknown {

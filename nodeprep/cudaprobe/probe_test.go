@@ -149,13 +149,19 @@ func TestProbeFaults(t *testing.T) {
 }
 
 // TestLibraryMissing: a library that cannot be opened, or that is not a
-// CUDA driver, stops the probe at dlopen or dlsym: one not-found finding.
+// CUDA driver, stops the probe at dlopen or dlsym: one not-found finding,
+// whose hint fits what was given (a path to check, or a name to replace
+// with one).
 func TestLibraryMissing(t *testing.T) {
-	for _, lib := range []string{"/nonexistent/libcuda.so.1", "libc.so.6"} {
-		r := Probe(Request{API: API, Library: lib})
+	for _, tc := range []struct{ lib, hint string }{
+		{"/nonexistent/libcuda.so.1", "check the path --cuda-lib"},
+		{"libc.so.6", "name it with --cuda-lib"},
+		{"libcuda-nonexistent.so.1", "name it with --cuda-lib"},
+	} {
+		r := Probe(Request{API: API, Library: tc.lib})
 		_, f := Evaluate(dgx(t), r)
-		if len(f) != 1 || f[0].Kind != KindNotFound || !strings.Contains(f[0].Message, "--cuda-lib") {
-			t.Errorf("%s: stage %q findings %+v, want one %s", lib, r.Stage, f, KindNotFound)
+		if len(f) != 1 || f[0].Kind != KindNotFound || !strings.Contains(f[0].Message, tc.hint) {
+			t.Errorf("%s: stage %q findings %+v, want one %s saying %q", tc.lib, r.Stage, f, KindNotFound, tc.hint)
 		}
 	}
 }

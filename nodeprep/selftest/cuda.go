@@ -3,6 +3,7 @@ package selftest
 import (
 	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/gpu"
+	"strings"
 )
 
 // ApplyCUDA adds the CUDA probe's verdict to r (Evaluate's report over
@@ -24,7 +25,7 @@ func ApplyCUDA(r *Report, inv *gpu.Inventory, res ProbeResult[cudaprobe.Report],
 		if fails {
 			r.Reasons = append(r.Reasons, Reason{Kind: kind, Message: msg})
 		} else {
-			r.warn("CUDA (not required): %s", msg)
+			r.warn("CUDA (not required): %s", strings.TrimPrefix(msg, "CUDA: "))
 		}
 	}
 	switch {

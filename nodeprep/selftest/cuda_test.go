@@ -47,9 +47,9 @@ func TestCUDAProbe(t *testing.T) {
 		{"crash", "crash", lib, nil, ReasonCrashed, "cuda probe: crashed: SIGSEGV in " + lib, fault.ErrCheckFailed},
 		{"wrong uuid", "wrong-uuid", lib, nil, ReasonCUDAMissingDevice, "GPU 0 (GPU-228ca55b-c816-53ac-b2f8-4d631ef053c9): no CUDA device has its UUID", fault.ErrCheckFailed},
 		{"wrong kernel", "wrong-kernel", lib, nil, ReasonCUDAFailed, "wrote 1 of 4096 elements wrong", fault.ErrCheckFailed},
-		{"no library, simulated", "", "/nonexistent/libcuda.so.1", nil, "", "CUDA (not required): CUDA: the CUDA driver library /nonexistent/libcuda.so.1 cannot be used", nil},
+		{"no library, simulated", "", "/nonexistent/libcuda.so.1", nil, "", "CUDA (not required): the CUDA driver library /nonexistent/libcuda.so.1 cannot be used", nil},
 		{"no library, required", "", "/nonexistent/libcuda.so.1", &yes, ReasonCUDANotFound, "cannot be used", fault.ErrUnavailable},
-		{"not required", "802", lib, &no, "", "CUDA (not required): CUDA: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY", nil},
+		{"not required", "802", lib, &no, "", "CUDA (not required): cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,7 +43,9 @@ func (o *selftestFlags) add(f *pflag.FlagSet) {
 	f.BoolVar(&o.allowCPUAdapter, "allow-cpu-adapter", false, "let a CPU adapter (lavapipe) and Mesa's EGL device stand in for simulated GPUs (needs --simulate)")
 	f.BoolVar(&o.requireEGL, "require-egl", true, "fail when EGL fails (false: report EGL only)")
 	f.StringVar(&o.cudaLib, "cuda-lib", selftest.DefaultCUDALibrary, "CUDA driver library to dlopen for the CUDA probe (a path, or a name for the dynamic linker's search)")
-	f.BoolVar(&o.requireCUDA, "require-cuda", true, "fail when the CUDA probe fails (default: yes, except that with --simulate a libcuda that cannot be opened is a warning; false: report CUDA only)")
+	// The default is no value (cudaRequirement: nil, the policy the usage
+	// text gives), so the flag's own default is false and pflag prints none.
+	f.BoolVar(&o.requireCUDA, "require-cuda", false, "fail when the CUDA probe fails (unset: yes, except that with --simulate a libcuda that cannot be opened is a warning; --require-cuda: that fails too; =false: report CUDA only)")
 }
 
 // cudaRequirement is --require-cuda over selftest.requireCUDA: nil when
@@ -280,7 +282,11 @@ func writeSelftestText(w io.Writer, r *selftest.Report) error {
 		if c.DriverVersion != "" {
 			ew.printf(", CUDA %s", c.DriverVersion)
 		}
-		ew.printf(", cuInit %.1f ms)\n", c.InitMS)
+		if c.Stage == cudaprobe.StageLoad || c.Stage == cudaprobe.StageSym {
+			ew.printf(")\n") // cuInit never ran
+		} else {
+			ew.printf(", cuInit %.1f ms)\n", c.InitMS)
+		}
 		if c.Stage != "" {
 			ew.printf("  ✗ %s: %s\n", c.Stage, selftestOr(strings.TrimSpace(c.Result+" "+c.Error), "failed"))
 		}

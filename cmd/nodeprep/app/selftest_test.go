@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeprep/nodeprep/nodeprep/cudaprobe"
 	"github.com/nodeprep/nodeprep/nodeprep/fault"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
@@ -116,6 +117,25 @@ func TestSelftestText(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text output lacks %q:\n%s", want, b.String())
+		}
+	}
+
+	// The CUDA section gives cuInit's time only where cuInit ran.
+	for _, tc := range []struct {
+		cuda *cudaprobe.Report
+		want string
+	}{
+		{&cudaprobe.Report{Library: "libcuda.so.1", Stage: cudaprobe.StageLoad, Error: "libcuda.so.1: cannot open shared object file"}, "CUDA (libcuda.so.1)\n"},
+		{&cudaprobe.Report{Library: "libcuda.so.1", DriverVersion: "12.4", InitMS: 812.25}, "CUDA (libcuda.so.1, CUDA 12.4, cuInit 812.2 ms)\n"},
+	} {
+		r := *rep
+		r.CUDA = tc.cuda
+		b.Reset()
+		if err := writeSelftestText(&b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("CUDA stage %q: text output lacks %q:\n%s", tc.cuda.Stage, tc.want, b.String())
 		}
 	}
 }
