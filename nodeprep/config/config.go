@@ -140,7 +140,7 @@ type SelftestConfig struct {
 	VulkanLoader string `yaml:"vulkanLoader" json:"vulkanLoader"`
 	// EGLLib is the EGL library to dlopen (default libEGL.so.1).
 	EGLLib string `yaml:"eglLib" json:"eglLib"`
-	// Timeout bounds the probe child process (default 30s).
+	// Timeout bounds each probe (selftest.WithTimeout; 0 or absent: 30s).
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// RequireEGL makes an EGL failure fail the self-test (nil: true).
 	RequireEGL *bool `yaml:"requireEGL" json:"requireEGL"`
