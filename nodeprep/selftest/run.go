@@ -494,7 +494,7 @@ func runChild(ctx context.Context, o *options, reqs ...ProbeRequest) (map[API][]
 	msg := res.Describe(o.timeout) + res.Note()
 	switch res.Ending {
 	case child.EndTimeout, child.EndStuck:
-		return lines, res, &Reason{Kind: ReasonTimeout, Message: msg + " (a hung driver?)"}
+		return lines, res, &Reason{Kind: ReasonTimeout, Message: msg + " (a hung driver, or a --timeout too short for it?)"}
 	case child.EndCancelled:
 		return lines, res, &Reason{Kind: ReasonCancelled, Message: msg}
 	case child.EndSignaled:
