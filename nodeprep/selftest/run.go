@@ -344,7 +344,7 @@ func runProbes(ctx context.Context, o *options, vkReq, eglReq ProbeRequest) (Pro
 		}
 	}
 	again := func(api API, ok bool) bool { return !ok && hung != api }
-	redoVK, redoEGL := again(APIVulkan, vk.clean()), again(APIEGL, egl.clean())
+	redoVK, redoEGL := again(APIVulkan, vk.Report.clean()), again(APIEGL, egl.Report.clean())
 	var wg sync.WaitGroup
 	if redoVK {
 		wg.Add(1)
@@ -363,36 +363,37 @@ func runProbes(ctx context.Context, o *options, vkReq, eglReq ProbeRequest) (Pro
 	return vk, egl
 }
 
-// clean says whether a probe ended as a working driver's does: a report,
-// the probe through all its stages, and no device or dispatch failed.
-// Anything else (which Evaluate may still accept: an unused adapter that
-// failed) is run again in a child of its own (runProbes). What wgpu's
-// rules or the inventory make of a clean report does not depend on the
-// process it came from.
-func (r ProbeResult[T]) clean() bool {
-	switch rep := any(r.Report).(type) {
-	case *VulkanReport:
-		if rep == nil || rep.Stage != "" || rep.Error != "" {
-			return false
-		}
-		for _, a := range rep.Adapters {
-			if a.Dispatch != nil && !a.Dispatch.Verified {
-				return false
-			}
-		}
-		return true
-	case *EGLReport:
-		if rep == nil || rep.Stage != "" || rep.Error != "" {
-			return false
-		}
-		for _, d := range rep.Devices {
-			if d.Error != "" {
-				return false
-			}
-		}
-		return true
+// clean says whether the Vulkan probe ended as a working driver's does:
+// through all its stages, and no dispatch that failed. Anything else
+// (which Evaluate may still accept: an unused adapter that failed) is run
+// again in a child of its own (runProbes). What wgpu's rules or the
+// inventory make of a clean report does not depend on the process it
+// came from. A nil report is not clean.
+func (r *VulkanReport) clean() bool {
+	if r == nil || r.Stage != "" || r.Error != "" {
+		return false
 	}
-	return false
+	for _, a := range r.Adapters {
+		if a.Dispatch != nil && !a.Dispatch.Verified {
+			return false
+		}
+	}
+	return true
+}
+
+// clean says whether the EGL probe ended as a working driver's does:
+// through all its stages, and no device with an error (see
+// VulkanReport.clean).
+func (r *EGLReport) clean() bool {
+	if r == nil || r.Stage != "" || r.Error != "" {
+		return false
+	}
+	for _, d := range r.Devices {
+		if d.Error != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // probeChild runs one probe alone in a child and decodes its report.
