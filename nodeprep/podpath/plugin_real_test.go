@@ -21,7 +21,6 @@ import (
 	"github.com/nodeprep/nodeprep/nodeprep/hostfs"
 	"github.com/nodeprep/nodeprep/nodeprep/k3s"
 	"github.com/nodeprep/nodeprep/nodeprep/selftest"
-	"github.com/nodeprep/nodeprep/nodeprep/testenv/testkit"
 	"github.com/nodeprep/nodeprep/nodeprep/testenv/upstream"
 )
 
@@ -54,17 +53,7 @@ const poolLabel = "payload=gpu"
 // (the node is started without a pod network, so it stays NotReady;
 // TestRealFailover gives its node one and runs the Job as rendered).
 func TestRealDevicePluginPodPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
-	}
-	rootfs := testkit.ContainerRootfs(t)
-	icd, egl := testkit.Mesa(t)
-	nodeprep := testkit.Binary(t)
-	inv, err := gpu.Simulate("dgx-h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := buildImages(t, rootfs)
+	icd, egl, nodeprep, inv, images := podPathSetup(t)
 	su := setups[1] // 1.20, the toolkit NixOS unstable ships
 	root := upstream.GPUHost(t, su.GPUHostSetup, icd, egl)
 	up := exec.Command(nodeprep, "up", "--root", root, "--simulate", "dgx-h200", "--allow-cpu-adapter", "--label", poolLabel)

@@ -60,17 +60,7 @@ var setups = []setup{
 // toolkit × runtime handler × device list strategy and keeps the verdicts
 // in docs/pod-path.md (-update rewrites it).
 func TestRealPodPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
-	}
-	rootfs := testkit.ContainerRootfs(t)
-	icd, egl := testkit.Mesa(t)
-	nodeprep := testkit.Binary(t)
-	inv, err := gpu.Simulate("dgx-h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	images := buildImages(t, rootfs)
+	icd, egl, nodeprep, inv, images := podPathSetup(t)
 
 	start := time.Now()
 	results := map[string]string{} // toolkit/handler/strategy → verdict
@@ -290,6 +280,25 @@ func criLog(data []byte) (stdout [][]byte, stderr []byte) {
 		}
 	}
 	return stdout, bytes.TrimSpace(stderr)
+}
+
+// podPathSetup is what both pod-path tests need first: root (else the
+// test is unavailable), lavapipe's ICD manifest and Mesa EGL's vendor
+// manifest, the nodeprep binary, the simulated DGX H200 and the images
+// buildImages makes from the container rootfs.
+func podPathSetup(t *testing.T) (icd, egl, nodeprep string, inv *gpu.Inventory, images []string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		upstream.Unavailable(t, fmt.Errorf("the pod path needs root (mknod, chroot, containerd)"))
+	}
+	rootfs := testkit.ContainerRootfs(t)
+	icd, egl = testkit.Mesa(t)
+	nodeprep = testkit.Binary(t)
+	inv, err := gpu.Simulate("dgx-h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return icd, egl, nodeprep, inv, buildImages(t, rootfs)
 }
 
 // buildImages writes the pause image (a static pause(2) loop built here)
